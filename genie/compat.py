@@ -1,0 +1,123 @@
+"""What genie knows about PyTorch versions, as data.
+
+Facts and their sources: ``shared/reference/pytorch-compat.md``. Rows marked there as
+unverified (torch 2.15) are flagged ``verified=False`` here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Version = tuple[int, int]
+
+
+def parse_minor(text: str) -> Version:
+    """``"2.14"`` or ``"2.14.1"`` -> ``(2, 14)``. Raises ValueError on anything else."""
+    parts = text.strip().split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(text)
+    return int(parts[0]), int(parts[1])
+
+
+def format_minor(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: Version
+    python_min: Version
+    python_max: Version  # newest Python with published wheels
+    torchvision: str
+    compile_python_max: Version | None  # None: no torch.compile in this release
+    verified: bool = True
+
+    @property
+    def minor(self) -> str:
+        return format_minor(self.version)
+
+
+# Newest first: the wizard offers them in this order.
+RELEASES: tuple[TorchRelease, ...] = (
+    TorchRelease((2, 15), (3, 10), (3, 14), "0.29", (3, 14), verified=False),
+    TorchRelease((2, 14), (3, 10), (3, 15), "0.29", (3, 14)),
+    TorchRelease((2, 13), (3, 10), (3, 15), "0.28", (3, 14)),
+    TorchRelease((2, 12), (3, 10), (3, 14), "0.27", (3, 14)),
+    TorchRelease((2, 11), (3, 10), (3, 14), "0.26", (3, 14)),
+    TorchRelease((2, 10), (3, 10), (3, 14), "0.25", (3, 14)),
+    TorchRelease((2, 9), (3, 10), (3, 14), "0.24", (3, 13)),
+    TorchRelease((2, 8), (3, 9), (3, 13), "0.23", (3, 13)),
+    TorchRelease((2, 7), (3, 9), (3, 13), "0.22", (3, 13)),
+    TorchRelease((2, 6), (3, 9), (3, 13), "0.21", (3, 13)),
+    TorchRelease((2, 5), (3, 9), (3, 13), "0.20", (3, 12)),
+    TorchRelease((2, 4), (3, 8), (3, 12), "0.19", (3, 12)),
+    TorchRelease((2, 3), (3, 8), (3, 12), "0.18", (3, 11)),
+    TorchRelease((2, 2), (3, 8), (3, 12), "0.17", (3, 11)),
+    TorchRelease((2, 1), (3, 8), (3, 11), "0.16", (3, 11)),
+    TorchRelease((2, 0), (3, 8), (3, 11), "0.15", (3, 10)),
+    # Wheels exist up to 3.11, but torchrun crashes at start on 3.11 (measured): 3.10 is the max.
+    TorchRelease((1, 13), (3, 7), (3, 10), "0.14", None),
+)
+
+SUPPORTED: tuple[str, ...] = tuple(r.minor for r in RELEASES)
+NEWEST: str = RELEASES[0].minor
+
+# First torch minor that has each API the generated code may use.
+FEATURES: dict[str, Version] = {
+    "compile": (2, 0),  # torch.compile
+    "amp_grad_scaler": (2, 3),  # torch.amp.GradScaler("cuda"); torch.cuda.amp.GradScaler before
+    "init_device_id": (2, 3),  # init_process_group(device_id=...)
+    "load_weights_only": (1, 13),  # torch.load(weights_only=...)
+    "cpu_fp16_autocast": (2, 2),
+    "numpy2": (2, 3),  # wheels built against numpy 2; older ones need numpy<2
+}
+
+
+def release(minor: str) -> TorchRelease:
+    version = parse_minor(minor)
+    for r in RELEASES:
+        if r.version == version:
+            return r
+    raise KeyError(minor)
+
+
+def features(minor: str) -> dict[str, bool]:
+    """Feature gates for a torch minor, as booleans for the templates."""
+    version = parse_minor(minor)
+    return {name: version >= first for name, first in FEATURES.items()}
+
+
+def requirements(minor: str) -> list[str]:
+    """Pinned requirement lines for a generated project on torch ``minor``."""
+    major, minor_no = parse_minor(minor)
+    lines = [f"torch>={major}.{minor_no},<{major}.{minor_no + 1}"]
+    if not features(minor)["numpy2"]:
+        lines.append("numpy<2")
+    return lines
+
+
+def python_problem(minor: str, python: str) -> str | None:
+    """Why torch ``minor`` cannot run on Python ``python``, or None when it can."""
+    r = release(minor)
+    py = parse_minor(python)
+    if r.python_min <= py <= r.python_max:
+        return None
+    ok = [x.minor for x in RELEASES if x.python_min <= py <= x.python_max]
+    hint = f"torch {ok[-1]}-{ok[0]} run on Python {python}" if ok else "no supported torch does"
+    return (
+        f"torch {r.minor} supports Python {format_minor(r.python_min)}-"
+        f"{format_minor(r.python_max)}, not {python} ({hint})"
+    )
+
+
+def compile_problem(minor: str, python: str) -> str | None:
+    """Why torch.compile cannot be used for torch ``minor`` on Python ``python``, or None."""
+    r = release(minor)
+    if r.compile_python_max is None:
+        return f"torch.compile needs torch 2.0 or newer, not {r.minor}"
+    if parse_minor(python) > r.compile_python_max:
+        return (
+            f"torch {r.minor} supports torch.compile up to Python "
+            f"{format_minor(r.compile_python_max)}, not {python}"
+        )
+    return None

@@ -1,0 +1,57 @@
+"""What this machine has, found without importing torch (``genie --help`` must stay fast)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+
+@dataclass(frozen=True)
+class Machine:
+    gpus: int  # visible NVIDIA GPUs (0 when none or no driver)
+    torch: str | None  # installed torch version, e.g. "2.14.1"
+    python: str  # running interpreter, "3.11"
+    hostname: str
+
+
+def gpu_count() -> int:
+    """Number of GPUs ``nvidia-smi -L`` lists, honouring CUDA_VISIBLE_DEVICES; 0 when unavailable."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run(
+            [exe, "-L"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    if visible is not None:
+        count = min(count, len([v for v in visible.split(",") if v.strip()]))
+    return count
+
+
+def installed_torch() -> str | None:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> Machine:
+    return Machine(
+        gpus=gpu_count(),
+        torch=installed_torch(),
+        python=f"{sys.version_info[0]}.{sys.version_info[1]}",
+        hostname=socket.gethostname(),
+    )

@@ -1,0 +1,189 @@
+"""Spec -> project files (planning), and writing them safely (doing).
+
+:func:`render` is free of side effects outside a private temp dir: it runs cookiecutter on
+the template with the spec as a private context variable (cookiecutter renders its public
+string variables as Jinja, so no user text may go there), formats the Python files with
+black and returns the files as bytes. :func:`write_project` puts them on disk without ever
+deleting or overwriting a file genie did not generate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from genie import __version__, compat, contract, launch
+from genie.errors import GenieError
+from genie.i18n import _
+from genie.spec import Spec, dump_answers, load_answers
+
+ANSWERS_FILE = ".genie.yml"
+FRAMEWORK_TITLES = {"ddp": "PyTorch DistributedDataParallel"}
+EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh")
+
+
+def template_root() -> Path:
+    """The cookiecutter template: inside the installed package, or at the repository root."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "templates" / "project", here.parent / "templates" / "project"):
+        if (candidate / "cookiecutter.json").is_file():
+            return candidate
+    raise RuntimeError(f"genie's templates are missing next to {here}; reinstall genie")
+
+
+def project_files(spec: Spec) -> list[tuple[str, str]]:
+    """Every file of the project, with one line saying what it is for."""
+    files = [
+        ("train.py", _("training entry point: DDP setup, training loop, checkpoints, --smoke")),
+        ("model.py", _("the model; replace it with yours")),
+        ("data.py", _("the dataset; replace it with yours")),
+        ("launch/single_node.sh", _("torchrun on this machine")),
+    ]
+    if spec.multi_node:
+        files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
+    files += [
+        ("requirements.txt", _("pinned dependencies for torch {v}").format(v=spec.torch)),
+        ("README.md", _("how to run and adapt the project")),
+        (".gitignore", _("keeps checkpoints and caches out of git")),
+        (ANSWERS_FILE, _("the answers genie used; regenerate with --answers")),
+    ]
+    return files
+
+
+def context(spec: Spec) -> dict[str, Any]:
+    """Everything the templates see, computed once from the spec."""
+    commands = launch.commands(spec)
+    return {
+        **asdict(spec),  # fields that do not apply are None
+        "genie_version": __version__,
+        "marker": contract.MARKER,
+        "features": compat.features(spec.torch),
+        "requirements": compat.requirements(spec.torch),
+        "framework_title": FRAMEWORK_TITLES[spec.framework],
+        "world_size": spec.world_size,
+        "global_batch": spec.global_batch,
+        "max_restarts": launch.ELASTIC_MAX_RESTARTS,
+        "launch": {
+            "single_node": launch.shell_join(launch.single_node_args(spec)),
+            "multi_node": (
+                launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None
+            ),
+        },
+        "commands": [
+            {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}
+            for c in commands
+        ],
+        "files": project_files(spec),
+    }
+
+
+def render(spec: Spec) -> dict[str, bytes]:
+    """Render the project in memory: relative path -> content, formatted and ready to write."""
+    import black
+    from cookiecutter.main import cookiecutter
+
+    wanted = [path for path, _what in project_files(spec) if path != ANSWERS_FILE]
+    files: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="genie-render-") as tmp:
+        config = Path(tmp, "cookiecutter.yml")
+        # Keep cookiecutter's replay files and clone cache out of the user's home.
+        config.write_text(f"replay_dir: {tmp}/replay\ncookiecutters_dir: {tmp}/cache\n")
+        out = cookiecutter(
+            str(template_root()),
+            no_input=True,
+            extra_context={"_genie": context(spec)},
+            output_dir=str(Path(tmp, "out")),
+            config_file=str(config),
+            accept_hooks=False,
+        )
+        for path in wanted:
+            text = Path(out, path).read_text(encoding="utf-8")
+            if path.endswith(".py"):
+                text = black.format_str(text, mode=black.Mode())
+            files[path] = text.encode("utf-8")
+    files[ANSWERS_FILE] = dump_answers(spec).encode("utf-8") + _manifest(files)
+    return files
+
+
+def _manifest(files: dict[str, bytes]) -> bytes:
+    """Hashes of the generated files, so a later --force knows which ones the user changed."""
+    lines = ["files:  # sha256 of each file as genie wrote it"]
+    lines += [f'  "{path}": {hashlib.sha256(data).hexdigest()}' for path, data in files.items()]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _generated_hashes(target: Path) -> dict[str, str]:
+    """What a previous genie run wrote into ``target`` (path -> sha256), if anything."""
+    answers = target / ANSWERS_FILE
+    if not answers.is_file():
+        return {}
+    try:
+        recorded = load_answers(answers).get("files")
+    except GenieError:
+        return {}
+    return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
+
+
+def _check_target(target: Path, files: dict[str, bytes], force: bool) -> None:
+    if target.exists() and not target.is_dir():
+        raise GenieError(_("{t} exists and is not a directory; pick another path").format(t=target))
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    if not force:
+        raise GenieError(
+            _(
+                "{t} is not empty; pick a new directory, or pass --force to add genie's files "
+                "(genie never deletes or overwrites files it did not write)"
+            ).format(t=target)
+        )
+    generated = _generated_hashes(target)
+    blocked = []
+    for path, data in files.items():
+        existing = target / path
+        if not existing.exists() or path == ANSWERS_FILE:
+            continue
+        if not existing.is_file():
+            blocked.append(path)
+            continue
+        current = hashlib.sha256(existing.read_bytes()).hexdigest()
+        if current != hashlib.sha256(data).hexdigest() and generated.get(path) != current:
+            blocked.append(path)
+    if blocked:
+        raise GenieError(
+            _("--force will not overwrite files genie did not write (or you changed): {f}; "
+              "move them away first").format(f=", ".join(sorted(blocked)))
+        )  # fmt: skip
+
+
+def write_project(target: Path, files: dict[str, bytes], force: bool = False) -> None:
+    """Write ``files`` under ``target`` atomically: all of them, or (fresh target) none."""
+    target = target.absolute()
+    _check_target(target, files, force)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.genie-", dir=target.parent))
+    try:
+        for path, data in files.items():
+            dest = staging / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            if path in EXECUTABLE:
+                dest.chmod(0o755)
+        if not target.exists():
+            os.rename(staging, target)
+            return
+        if not any(target.iterdir()):
+            target.rmdir()
+            os.rename(staging, target)
+            return
+        # --force into a populated directory: replace file by file, answers file last.
+        for path in sorted(files, key=lambda p: p == ANSWERS_FILE):
+            dest = target / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / path, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

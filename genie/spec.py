@@ -1,0 +1,447 @@
+"""The project spec: every answer declared once, validated once.
+
+Answers arrive as one raw mapping (flags over answers file over wizard); :func:`build_spec`
+turns it into a frozen :class:`Spec`. The wizard and the CLI flags are generated from
+:data:`FIELDS`, and both go through :meth:`Field.parse`, so a value is judged the same way
+whichever way it came in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from genie import __version__, compat
+from genie.detect import Machine
+from genie.errors import GenieError, SpecError
+from genie.i18n import _
+
+Answers = Mapping[str, Any]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+_TRUE = {"true", "yes", "y", "on", "1"}
+_FALSE = {"false", "no", "n", "off", "0"}
+
+
+def _multi_node(answers: Answers) -> bool:
+    return int(answers.get("nodes") or 1) > 1
+
+
+def _always(answers: Answers) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Field:
+    """One answer: its type, choices, default, help and validation, declared once."""
+
+    name: str
+    kind: type  # int, float, str or bool
+    question: str  # what the wizard asks
+    help: str  # one line for --help and the wizard's hint
+    default: Callable[[Answers, Machine], Any]
+    choices: Optional[tuple[str, ...]] = None
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+    check: Optional[Callable[[Any], Optional[str]]] = None  # returns what is accepted, or None
+    applies: Callable[[Answers], bool] = _always
+    normalize: Optional[Callable[[str], str]] = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.flag})"
+
+    def accepted(self) -> str:
+        """Human description of the accepted values."""
+        if self.choices:
+            return _("one of: ") + ", ".join(self.choices)
+        if self.kind is bool:
+            return _("true or false")
+        kind = {int: _("a whole number"), float: _("a number"), str: _("text")}[self.kind]
+        if self.minimum is not None and self.maximum is not None:
+            return f"{kind} {self.minimum:g}-{self.maximum:g}"
+        if self.minimum is not None:
+            return f"{kind} >= {self.minimum:g}"
+        return kind
+
+    def parse(self, raw: Any) -> Any:
+        """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""
+        value = self._convert(raw)
+        if self.choices and value not in self.choices:
+            raise SpecError(self.label, raw, self.accepted())
+        if self.minimum is not None and value < self.minimum:
+            raise SpecError(self.label, raw, self.accepted())
+        if self.maximum is not None and value > self.maximum:
+            raise SpecError(self.label, raw, self.accepted())
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise SpecError(self.label, raw, problem)
+        return value
+
+    def _convert(self, raw: Any) -> Any:
+        if isinstance(raw, str):
+            raw = raw.strip()
+        try:
+            if self.kind is bool:
+                if isinstance(raw, bool):
+                    return raw
+                text = str(raw).lower()
+                if text in _TRUE or text in _FALSE:
+                    return text in _TRUE
+                raise ValueError(raw)
+            if self.kind is int:
+                if isinstance(raw, bool) or isinstance(raw, float):
+                    raise ValueError(raw)
+                return int(str(raw), 10)
+            if self.kind is float:
+                if isinstance(raw, bool):
+                    raise ValueError(raw)
+                value = float(raw)
+                if value != value or value in (float("inf"), float("-inf")):
+                    raise ValueError(raw)
+                return value
+            if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+                raise ValueError(raw)
+            text = str(raw)
+            return self.normalize(text) if self.normalize else text
+        except (TypeError, ValueError):
+            raise SpecError(self.label, raw, self.accepted()) from None
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def _check_name(value: str) -> Optional[str]:
+    if _NAME_RE.match(value) and ".." not in value:
+        return None
+    return _(
+        "letters, digits, '-', '_' and '.', starting with a letter or digit, "
+        "at most 64 characters (no '/' or '..')"
+    )
+
+
+def _check_master_addr(value: str) -> Optional[str]:
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if ip.is_loopback or ip.is_unspecified:
+            return _(
+                "other nodes cannot reach a loopback address; use this node's IP or hostname "
+                "as the other nodes see it"
+            )
+        return None
+    labels = value.rstrip(".").split(".")
+    if not value or len(value) > 253 or not all(_HOST_LABEL_RE.match(x) for x in labels):
+        return _("a hostname or IP address that every node can reach")
+    if value.lower() in _LOOPBACK_NAMES:
+        return _(
+            "other nodes cannot reach localhost; use this node's IP or hostname "
+            "as the other nodes see it"
+        )
+    return None
+
+
+def _normalize_minor(text: str) -> str:
+    try:
+        return compat.format_minor(compat.parse_minor(text))
+    except ValueError:
+        return text
+
+
+def _check_python(value: str) -> Optional[str]:
+    try:
+        version = compat.parse_minor(value)
+    except ValueError:
+        return _("a Python version such as 3.11")
+    if not (3, 7) <= version <= (3, 15):
+        return _("a Python version from 3.7 to 3.15")
+    return None
+
+
+# ---------------------------------------------------------------- defaults
+
+
+def _default_torch(answers: Answers, machine: Machine) -> str:
+    if machine.torch:
+        installed = _normalize_minor(machine.torch.split("+")[0])
+        if installed in compat.SUPPORTED:
+            return installed
+    return compat.NEWEST
+
+
+def _default_nproc(answers: Answers, machine: Machine) -> int:
+    return int(answers.get("gpus_per_node") or 0) or 2
+
+
+def _default_precision(answers: Answers, machine: Machine) -> str:
+    return "bf16" if answers.get("gpus_per_node") else "fp32"
+
+
+def _const(value: Any) -> Callable[[Answers, Machine], Any]:
+    return lambda answers, machine: value
+
+
+# ---------------------------------------------------------------- the fields
+
+FIELDS: tuple[Field, ...] = (
+    Field(
+        "name", str, _("Project name"),
+        _("Used for the package, README title and rendezvous id; defaults to the directory name."),
+        default=_const(None), check=_check_name,
+    ),
+    Field(
+        "nodes", int, _("How many nodes (machines)?"),
+        _("Each node runs one torchrun; 1 keeps everything on this machine."),
+        default=_const(1), minimum=1, maximum=4096,
+    ),
+    Field(
+        "gpus_per_node", int, _("GPUs per node?"),
+        _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
+        default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
+    ),
+    Field(
+        "nproc_per_node", int, _("Processes per node?"),
+        _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
+        default=_default_nproc, minimum=1, maximum=256,
+    ),
+    Field(
+        "master_addr", str, _("Master address (node 0's hostname or IP)?"),
+        _("Every node connects here to find the others; it must be reachable from all nodes."),
+        default=lambda answers, machine: machine.hostname, check=_check_master_addr,
+        applies=_multi_node,
+    ),
+    Field(
+        "master_port", int, _("Master port?"),
+        _("A free TCP port on the master node, open to the other nodes."),
+        default=_const(29500), minimum=1024, maximum=65535, applies=_multi_node,
+    ),
+    Field(
+        "rdzv", str, _("Rendezvous backend?"),
+        _("c10d rendezvous survives a node restart; static needs fixed node ranks."),
+        default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
+    ),
+    Field(
+        "torch", str, _("PyTorch version?"),
+        _("The version your cluster runs; the generated code uses only its APIs."),
+        default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
+    ),
+    Field(
+        "python", str, _("Python version on the cluster?"),
+        _("Decides which torch versions and features can work; defaults to this Python."),
+        default=lambda answers, machine: machine.python, check=_check_python,
+        normalize=_normalize_minor,
+    ),
+    Field(
+        "task", str, _("Task?"),
+        _("custom: a small model and dataset with clear places to plug in your own."),
+        default=_const("custom"), choices=("custom",),
+    ),
+    Field(
+        "framework", str, _("Framework?"),
+        _("ddp: plain PyTorch DistributedDataParallel, one process per device."),
+        default=_const("ddp"), choices=("ddp",),
+    ),
+    Field(
+        "precision", str, _("Precision?"),
+        _("bf16 needs no loss scaling; fp16 needs a GPU and a GradScaler; fp32 is the baseline."),
+        default=_default_precision, choices=("bf16", "fp16", "fp32"),
+    ),
+    Field(
+        "batch_size", int, _("Batch size per process?"),
+        _("Global batch = batch size x processes x accumulation steps."),
+        default=_const(32), minimum=1, maximum=1_000_000,
+    ),
+    Field(
+        "grad_accum", int, _("Gradient accumulation steps?"),
+        _("Gradients are all-reduced only on the last micro-step (no_sync on the others)."),
+        default=_const(1), minimum=1, maximum=10_000,
+    ),
+    Field(
+        "epochs", int, _("Epochs?"), _("Passes over the training data."),
+        default=_const(3), minimum=1, maximum=1_000_000,
+    ),
+    Field(
+        "lr", float, _("Learning rate?"), _("AdamW learning rate."),
+        default=_const(1e-3), minimum=1e-12, maximum=10,
+    ),
+    Field(
+        "compile", bool, _("Use torch.compile?"),
+        _("Compiles the model for speed (torch 2.0+); the first steps are slower."),
+        default=_const(False),
+    ),
+    Field(
+        "seed", int, _("Random seed?"), _("Seeds Python, NumPy and torch on every rank."),
+        default=_const(42), minimum=0, maximum=2**32 - 1,
+    ),
+)  # fmt: skip
+
+FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+# Keys an answers file may carry besides the fields (written by genie itself).
+META_KEYS = ("genie_version", "files")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated project description. Fields not applicable are None."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+    nproc_per_node: int
+    master_addr: Optional[str]
+    master_port: Optional[int]
+    rdzv: Optional[str]
+    torch: str
+    python: str
+    task: str
+    framework: str
+    precision: str
+    batch_size: int
+    grad_accum: int
+    epochs: int
+    lr: float
+    compile: bool
+    seed: int
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.world_size * self.grad_accum
+
+    def answers(self) -> dict[str, Any]:
+        """The applicable answers, in declaration order (what the answers file holds)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def resolve(raw: Answers, machine: Machine) -> dict[str, Any]:
+    """Fill every applicable field from ``raw`` or its default, validating each one.
+
+    Returns the values in declaration order; fields that do not apply are None."""
+    unknown = sorted(set(raw) - set(FIELD_BY_NAME) - set(META_KEYS))
+    if unknown:
+        raise GenieError(
+            _("unknown answer {keys}; known answers: {known}").format(
+                keys=", ".join(repr(k) for k in unknown), known=", ".join(FIELD_BY_NAME)
+            )
+        )
+    values: dict[str, Any] = {}
+    for f in FIELDS:
+        given = raw.get(f.name)
+        if not f.applies(values):
+            if given is not None:
+                raise SpecError(
+                    f.label, given, _("only applies to multi-node projects (--nodes 2 or more)")
+                )
+            values[f.name] = None
+        elif given is not None:
+            values[f.name] = f.parse(given)
+        else:
+            values[f.name] = f.default(values, machine)
+    return values
+
+
+def _cross_check(v: Mapping[str, Any]) -> None:
+    """Rules that involve several answers; they run once, after every answer is in."""
+    label = FIELD_BY_NAME
+    if v["gpus_per_node"] and v["nproc_per_node"] > v["gpus_per_node"]:
+        raise SpecError(
+            label["nproc_per_node"].label, v["nproc_per_node"],
+            _("at most one process per GPU: {n} or fewer").format(n=v["gpus_per_node"]),
+        )  # fmt: skip
+    if v["precision"] == "fp16" and not v["gpus_per_node"]:
+        raise SpecError(
+            label["precision"].label, "fp16",
+            _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU"),
+        )  # fmt: skip
+    problem = compat.python_problem(v["torch"], v["python"])
+    if problem:
+        raise SpecError(label["torch"].label, v["torch"], problem)
+    if v["compile"]:
+        problem = compat.compile_problem(v["torch"], v["python"])
+        if problem:
+            raise SpecError(label["compile"].label, True, problem + _("; use --no-compile"))
+
+
+def build_spec(raw: Answers, machine: Machine) -> Spec:
+    """The one way to get a :class:`Spec`: resolve defaults, validate fields, then cross-check."""
+    values = resolve(raw, machine)
+    if values["name"] is None:
+        raise SpecError(FIELD_BY_NAME["name"].label, None, _("a project name is required"))
+    _cross_check(values)
+    return Spec(**values)
+
+
+# ---------------------------------------------------------------- answers file
+
+
+def load_answers(path: Path) -> dict[str, Any]:
+    """Read a YAML answers file into a raw mapping (validated later, with everything else)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise GenieError(
+            _("cannot read answers file {path}: {why}").format(path=path, why=err.strerror)
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise GenieError(
+            _("answers file {path} is not valid YAML{line}; fix it or regenerate it").format(
+                path=path, line=line
+            )
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise GenieError(
+            _("answers file {path} must be a mapping of answer: value").format(path=path)
+        )
+    return {str(k): v for k, v in data.items()}
+
+
+def dump_answers(spec: Spec) -> str:
+    """The answers file genie writes into a project; loading it reproduces the project."""
+    lines = [
+        "# Answers genie used for this project. Reproduce it with:",
+        "#   genie new DIR --answers .genie.yml --yes",
+        f"genie_version: {__version__}",
+    ]
+    for key, value in spec.answers().items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, float):
+            text = repr(value)
+        elif isinstance(value, int):
+            text = str(value)
+        else:
+            text = f'"{value}"'  # validated values never contain quotes or backslashes
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def spec_field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Spec))

@@ -1,0 +1,2 @@
+{% set g = cookiecutter._genie %}
+{% include "tasks/" ~ g.task ~ "/data.py.j2" %}

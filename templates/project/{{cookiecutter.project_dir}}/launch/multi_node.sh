@@ -1,0 +1,19 @@
+{% set g = cookiecutter._genie %}
+{% if g.nodes > 1 %}
+#!/usr/bin/env bash
+# Train on {{ g.nodes }} nodes x {{ g.nproc_per_node }} processes ({{ g.rdzv }} rendezvous at {{ g.master_addr }}:{{ g.master_port }}).
+# Run on every node, each with its own NODE_RANK (0 on {{ g.master_addr }}):
+#   bash launch/multi_node.sh NODE_RANK [train.py arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NODE_RANK="${1:-}"
+if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= {{ g.nodes }} )); then
+    echo "usage: bash launch/multi_node.sh NODE_RANK [train.py arguments...]  (NODE_RANK: 0-{{ g.nodes - 1 }})" >&2
+    exit 2
+fi
+shift
+{% if g.rdzv == "c10d" %}
+# c10d assigns ranks itself; NODE_RANK only checks that you meant this node.
+{% endif %}
+exec {{ g.launch.multi_node }} "$@"
+{% endif %}

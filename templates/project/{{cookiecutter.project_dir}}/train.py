@@ -1,0 +1,2 @@
+{% set g = cookiecutter._genie %}
+{% include "frameworks/" ~ g.framework ~ "/train.py.j2" %}
