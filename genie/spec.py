@@ -68,10 +68,11 @@ class Field:
         if self.kind is bool:
             return _("true or false")
         kind = {int: _("a whole number"), float: _("a number"), str: _("text")}[self.kind]
-        if self.minimum is not None and self.maximum is not None:
-            return f"{kind} {self.minimum:g}-{self.maximum:g}"
-        if self.minimum is not None:
-            return f"{kind} >= {self.minimum:g}"
+        low, high = _number(self.minimum), _number(self.maximum)
+        if low and high:
+            return f"{kind} {low}-{high}"
+        if low:
+            return f"{kind} >= {low}"
         return kind
 
     def parse(self, raw: Any) -> Any:
@@ -117,6 +118,12 @@ class Field:
             return self.normalize(text) if self.normalize else text
         except (TypeError, ValueError):
             raise SpecError(self.label, raw, self.accepted()) from None
+
+
+def _number(value: Optional[float]) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 # ---------------------------------------------------------------- field checks
@@ -283,7 +290,7 @@ FIELDS: tuple[Field, ...] = (
         default=_const(False),
     ),
     Field(
-        "seed", int, _("Random seed?"), _("Seeds Python, NumPy and torch on every rank."),
+        "seed", int, _("Random seed?"), _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
 )  # fmt: skip
@@ -333,8 +340,14 @@ class Spec:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def resolve(raw: Answers, machine: Machine) -> dict[str, Any]:
-    """Fill every applicable field from ``raw`` or its default, validating each one.
+# The wizard's hook: given a field and its default, return the user's (parsed) answer.
+Ask = Callable[[Field, Any], Any]
+
+
+def resolve(raw: Answers, machine: Machine, ask: Optional[Ask] = None) -> dict[str, Any]:
+    """Fill every applicable field from ``raw``, else from ``ask`` (the wizard), else its
+    default, validating each one. Fields are visited in declaration order, so whether a
+    field applies and what its default is can depend on the answers before it.
 
     Returns the values in declaration order; fields that do not apply are None."""
     unknown = sorted(set(raw) - set(FIELD_BY_NAME) - set(META_KEYS))
@@ -355,6 +368,8 @@ def resolve(raw: Answers, machine: Machine) -> dict[str, Any]:
             values[f.name] = None
         elif given is not None:
             values[f.name] = f.parse(given)
+        elif ask is not None:
+            values[f.name] = ask(f, f.default(values, machine))
         else:
             values[f.name] = f.default(values, machine)
     return values
@@ -382,9 +397,9 @@ def _cross_check(v: Mapping[str, Any]) -> None:
             raise SpecError(label["compile"].label, True, problem + _("; use --no-compile"))
 
 
-def build_spec(raw: Answers, machine: Machine) -> Spec:
+def build_spec(raw: Answers, machine: Machine, ask: Optional[Ask] = None) -> Spec:
     """The one way to get a :class:`Spec`: resolve defaults, validate fields, then cross-check."""
-    values = resolve(raw, machine)
+    values = resolve(raw, machine, ask)
     if values["name"] is None:
         raise SpecError(FIELD_BY_NAME["name"].label, None, _("a project name is required"))
     _cross_check(values)

@@ -1,0 +1,126 @@
+"""genie's command line: parse, call, print. The logic lives in the modules it calls."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from genie import __version__
+from genie.errors import Aborted, GenieError
+from genie.i18n import _
+from genie.spec import FIELDS, Field
+
+
+def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A click option for a spec field. Values stay strings: Field.parse judges them, the
+    same way it judges answers files and wizard replies."""
+    help_text = f"{f.help} [{f.accepted()}]"
+    if f.kind is bool:
+        return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
+    return click.option(f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text)
+
+
+def _field_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for f in reversed(FIELDS):
+        func = _field_option(f)(func)
+    return func
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="genie")
+def cli() -> None:
+    """Answer a few questions, get a distributed PyTorch training project that runs."""
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@_field_options
+@click.option("--answers", "answers_file", type=click.Path(path_type=Path), help="YAML answers file; flags override it.")
+@click.option("--yes", "-y", is_flag=True, help="Ask nothing: take defaults for every missing answer.")
+@click.option("--force", is_flag=True, help="Write into a non-empty directory (never replaces files genie did not write).")
+@click.option("--smoke/--no-smoke", "run_smoke", default=True, help="Smoke-test the project after generating it.")
+@click.option("--smoke-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds before the smoke test is killed.")
+def new(directory: Path, answers_file: Path | None, yes: bool, force: bool, run_smoke: bool, smoke_timeout: float, **flags: Any) -> None:  # fmt: skip
+    """Generate a distributed training project in DIRECTORY, then smoke-test it."""
+    from genie import detect, render, spec, ui
+
+    target = directory.absolute()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not force:
+        render.write_project(target, {}, force=False)  # raises the one clear message
+    # Lowest priority first: the directory's name, then the answers file, then flags.
+    raw: dict[str, Any] = {"name": target.name}
+    if answers_file is not None:
+        raw.update(spec.load_answers(answers_file))
+    raw.update({k: v for k, v in flags.items() if v is not None})
+    machine = detect.machine()
+    if yes:
+        project = spec.build_spec(raw, machine)
+        ui.summary(project)
+    else:
+        if not sys.stdin.isatty():
+            raise GenieError(_("no terminal to ask questions in; pass --yes (and flags or --answers)"))
+        from genie import wizard
+
+        project = spec.build_spec(raw, machine, ask=wizard.make_ask(machine))
+        ui.summary(project)
+        if not wizard.confirm(project):
+            raise Aborted(_("nothing written"))
+    render.write_project(target, render.render(project), force=force)
+    ui.files(str(directory), render.project_files(project))
+    from genie import launch
+
+    ui.commands(str(directory), launch.commands(project))
+    if run_smoke:
+        _smoke(project, target, machine, smoke_timeout)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds before the run is killed.")
+def smoke(directory: Path, timeout: float) -> None:  # fmt: skip
+    """Smoke-test an existing genie project: a few real training steps under torchrun."""
+    from genie import detect, render, spec
+
+    answers = directory / render.ANSWERS_FILE
+    if not answers.is_file():
+        raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
+    machine = detect.machine()
+    _smoke(spec.build_spec(spec.load_answers(answers), machine), directory.absolute(), machine, timeout)
+
+
+def _smoke(project: Any, target: Path, machine: Any, timeout: float) -> None:
+    from genie import smoke as smoke_mod
+    from genie import ui
+
+    ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
+    result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream)
+    ui.verdict(result)
+    if not result.passed:
+        raise GenieError(_("smoke test failed: ") + "; ".join(result.problems))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: user errors print one line and exit non-zero, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="genie", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail(_("interrupted; nothing written"), 130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        _fail(_("interrupted; nothing written"), 130)
+    except EOFError:
+        _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
+    except GenieError as err:
+        _fail(str(err), err.exit_code)
+
+
+def _fail(message: str, code: int) -> None:
+    from genie import ui
+
+    ui.error(message)
+    sys.exit(code)

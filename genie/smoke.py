@@ -1,0 +1,231 @@
+"""Run a generated project's ``--smoke`` mode under torchrun and judge what it reports.
+
+:func:`plan` (pure) decides what can be tested on this machine; :func:`run` launches it in its
+own process group, streams its output, enforces the timeout on the whole tree; :func:`judge`
+(pure) reads only the exit code and the one ``GENIE_SMOKE`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from genie import contract
+from genie.detect import Machine
+from genie.errors import GenieError
+from genie.i18n import _
+from genie.spec import Spec
+
+CPU_PROCESSES = 2
+DEFAULT_TIMEOUT = 300.0
+KILL_GRACE = 5.0
+
+
+@dataclass(frozen=True)
+class SmokePlan:
+    argv: tuple[str, ...]
+    env: dict[str, str]  # added to the inherited environment
+    nproc: int
+    backend: str
+    device: str
+    precision: str
+    notes: tuple[str, ...]  # how the test differs from the planned deployment
+
+
+@dataclass
+class SmokeResult:
+    plan: SmokePlan
+    returncode: Optional[int]
+    seconds: float
+    timed_out: bool = False
+    report: Optional[dict[str, Any]] = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def plan(spec: Spec, machine: Machine, checkpoint_dir: Path, python: str = sys.executable) -> SmokePlan:
+    """What to run: all visible GPUs with NCCL, else 2 CPU processes with gloo."""
+    notes = []
+    if machine.gpus:
+        nproc, backend, device, env = machine.gpus, "nccl", "cuda", {}
+        precision = spec.precision
+    else:
+        nproc, backend, device = CPU_PROCESSES, "gloo", "cpu"
+        env = {"CUDA_VISIBLE_DEVICES": ""}  # a CUDA build on a GPU-less machine: stay on CPU
+        precision = "bf16" if spec.precision == "fp16" else spec.precision
+        if precision != spec.precision:
+            notes.append(_("fp16 needs CUDA: tested bf16 on CPU"))
+    if spec.world_size != nproc or spec.multi_node:
+        notes.append(
+            _("planned {nodes} node(s) x {per} processes; tested 1 node x {n}").format(
+                nodes=spec.nodes, per=spec.nproc_per_node, n=nproc
+            )
+        )
+    argv = (
+        python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+        "--tee=3", "train.py", "--smoke", "--precision", precision,
+        "--checkpoint-dir", str(checkpoint_dir),
+    )  # fmt: skip
+    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    return SmokePlan(argv, env, nproc, backend, device, precision, tuple(notes))
+
+
+def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
+    """Every smoke report in the output (torchrun's ``[default0]:`` prefix is ignored)."""
+    reports = []
+    for line in lines:
+        at = line.find(contract.MARKER)
+        if at < 0:
+            continue
+        try:
+            data = json.loads(line[at + len(contract.MARKER) :])
+        except json.JSONDecodeError:
+            data = None
+        reports.append(data if isinstance(data, dict) else {"unparsable": line.strip()})
+    return reports
+
+
+def judge(p: SmokePlan, returncode: Optional[int], reports: list[dict[str, Any]]) -> list[str]:
+    """Why the run failed; an empty list means it passed."""
+    problems = []
+    if returncode != 0:
+        problems.append(_("torchrun exited with {rc}").format(rc=returncode))
+    if not reports:
+        problems.append(_("no {m}line: training did not finish").format(m=contract.MARKER))
+        return problems
+    if len(reports) > 1:
+        problems.append(_("{n} report lines; only global rank 0 may print one").format(n=len(reports)))
+    report = reports[-1]
+    missing = [k for k in contract.REPORT_KEYS if k not in report]
+    if missing:
+        problems.append(_("report lacks {keys}").format(keys=", ".join(missing)))
+        return problems
+    if report["world_size"] != p.nproc:
+        problems.append(
+            _("trained with world size {got}, launched {want}").format(
+                got=report["world_size"], want=p.nproc
+            )
+        )
+    if report["backend"] != p.backend:
+        problems.append(_("backend {got}, expected {want}").format(got=report["backend"], want=p.backend))
+    if not isinstance(report["steps"], int) or report["steps"] < 1:
+        problems.append(_("no optimizer step was taken"))
+    for key in ("first_loss", "last_loss"):
+        value = report[key]
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            problems.append(_("{key} is not finite: {v}").format(key=key, v=value))
+    if report["params_in_sync"] is not True:
+        problems.append(_("parameters differ across ranks after training"))
+    return problems
+
+
+def run(
+    spec: Spec,
+    project: Path,
+    machine: Machine,
+    timeout: float = DEFAULT_TIMEOUT,
+    echo: Callable[[str], None] = lambda line: None,
+) -> SmokeResult:
+    """Run the smoke test of the project in ``project``; never raises for a failing project."""
+    if not (project / "train.py").is_file():
+        raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
+    _require_torch()
+    with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
+        p = plan(spec, machine, Path(checkpoints))
+        lines: list[str] = []
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            p.argv,
+            cwd=project,
+            env={**os.environ, **p.env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own process group: a timeout kills every rank
+        )
+        reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_tree(proc)
+        except BaseException:
+            _kill_tree(proc)
+            raise
+        reader.join(timeout=KILL_GRACE)
+        seconds = time.perf_counter() - started
+    reports = parse_reports(lines)
+    problems = judge(p, proc.returncode, reports)
+    if timed_out:
+        problems.insert(0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout))
+    return SmokeResult(p, proc.returncode, seconds, timed_out, reports[-1] if reports else None, problems)
+
+
+def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        echo(line.rstrip("\n"))
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc). torchrun starts each worker in a session of
+    its own, so killing torchrun's process group alone would leave the ranks running."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGTERM torchrun (it forwards to the ranks), then SIGKILL every process that is left."""
+    victims = _descendants(proc.pid)  # before torchrun dies and its children are re-parented
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=KILL_GRACE)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    for pid in [proc.pid, *victims]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _require_torch() -> None:
+    from importlib.util import find_spec
+
+    if find_spec("torch") is None:
+        raise GenieError(
+            _("the smoke test needs torch in genie's Python ({py}): pip install torch").format(
+                py=sys.executable
+            )
+        )
