@@ -160,12 +160,19 @@ def _check_target(target: Path, files: dict[str, bytes], force: bool) -> None:
         )  # fmt: skip
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_project(target: Path, files: dict[str, bytes], force: bool = False) -> None:
     """Write ``files`` under ``target`` atomically: all of them, or (fresh target) none."""
     target = target.absolute()
     _check_target(target, files, force)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.genie-", dir=target.parent))
+    staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the project should not be
     try:
         for path, data in files.items():
             dest = staging / path

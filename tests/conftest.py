@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from genie.detect import Machine
+
+ROOT = Path(__file__).resolve().parents[1]
+GENIE = [sys.executable, "-m", "genie"]
+
+
+@pytest.fixture
+def cpu_machine() -> Machine:
+    """A machine with no GPU and torch 2.14 installed, whatever this one has."""
+    return Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
+
+
+@pytest.fixture
+def gpu_machine() -> Machine:
+    return Machine(gpus=8, torch="2.14.1", python="3.11", hostname="node0.cluster")
+
+
+def run_genie(*args: str, cwd: Path | None = None, timeout: float = 600, **env: str):
+    """Run the real ``python -m genie`` with no terminal and no colour."""
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **env}
+    return subprocess.run(
+        [*GENIE, *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None

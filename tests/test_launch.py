@@ -1,0 +1,54 @@
+"""Launch commands are computed from the Spec alone; nothing is launched here."""
+
+from __future__ import annotations
+
+import shlex
+
+from genie import launch
+from genie.spec import build_spec
+
+
+def test_single_node_uses_standalone_with_one_process_per_gpu(gpu_machine):
+    spec = build_spec({"name": "p"}, gpu_machine)
+    [cmd] = launch.commands(spec)
+    assert cmd.script == "bash launch/single_node.sh"
+    assert list(cmd.argv) == ["torchrun", "--standalone", "--nproc_per_node=8", "train.py"]
+
+
+def test_c10d_multi_node_runs_the_same_elastic_command_on_every_node(gpu_machine):
+    spec = build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, gpu_machine)
+    cmds = launch.commands(spec)
+    assert [c.script for c in cmds] == [
+        "bash launch/multi_node.sh 0",
+        "bash launch/multi_node.sh 1",
+    ]
+    assert cmds[0].argv == cmds[1].argv
+    assert list(cmds[0].argv) == [
+        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
+        "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=p", "--max_restarts=3", "train.py",
+    ]  # fmt: skip
+    assert "10.0.0.1" in cmds[0].where
+
+
+def test_static_multi_node_gives_each_node_its_rank(gpu_machine):
+    raw = {"name": "p", "nodes": 3, "master_addr": "gpu-01", "rdzv": "static", "master_port": 1234}
+    cmds = launch.commands(build_spec(raw, gpu_machine))
+    for rank, cmd in enumerate(cmds):
+        assert f"--node_rank={rank}" in cmd.argv
+        assert "--master_addr=gpu-01" in cmd.argv and "--master_port=1234" in cmd.argv
+        assert not any(a.startswith("--rdzv") for a in cmd.argv)
+
+
+def test_flags_use_underscores_which_every_torch_version_accepts(gpu_machine):
+    raw = {"name": "p", "nodes": 2, "master_addr": "h", "rdzv": "static"}
+    spec = build_spec(raw, gpu_machine)
+    argv = launch.single_node_args(spec) + launch.multi_node_args(spec)
+    flags = [a.split("=")[0] for a in argv if a.startswith("--")]
+    assert flags and all("-" not in f[2:] for f in flags)
+
+
+def test_shell_script_line_expands_node_rank_and_quotes_the_rest(gpu_machine):
+    raw = {"name": "p", "nodes": 2, "master_addr": "h", "rdzv": "static"}
+    line = launch.shell_join(launch.multi_node_args(build_spec(raw, gpu_machine)))
+    assert '--node_rank="$NODE_RANK"' in line
+    assert shlex.split(line.replace('"$NODE_RANK"', "1"))[3] == "--node_rank=1"

@@ -1,0 +1,225 @@
+"""Rendering: every variant is valid, formatted, lint-clean Python for its torch version."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import black
+import pytest
+
+from genie import launch, render
+from genie.errors import GenieError
+from genie.spec import build_spec
+
+from .conftest import ROOT, tree
+from .variants import VARIANTS
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.fixture(scope="module")
+def rendered(request) -> dict[str, dict[str, bytes]]:
+    from genie.detect import Machine
+
+    machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
+    return {
+        name: render.render(build_spec({"name": "proj", **raw}, machine))
+        for name, raw in VARIANTS.items()
+    }
+
+
+def calls(source: str) -> set[str]:
+    """Dotted names of every call in the source, e.g. 'torch.amp.GradScaler'."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            names.add(ast.unparse(node.func))
+    return names
+
+
+def keywords(source: str, func: str) -> set[str]:
+    return {
+        kw.arg
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == func
+        for kw in node.keywords
+    }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_python_file_is_black_formatted_and_compiles(rendered, variant):
+    for path, data in rendered[variant].items():
+        if path.endswith(".py"):
+            text = data.decode()
+            assert black.format_str(text, mode=black.Mode()) == text, path
+            compile(text, path, "exec")
+
+
+def test_generated_projects_pass_ruff(rendered, tmp_path):
+    for variant, files in rendered.items():
+        render.write_project(tmp_path / variant, files)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variant", "scaler", "device_id", "compile_"),
+    [
+        ("cpu-default", "torch.amp.GradScaler", True, True),
+        ("torch2.2-fp16", "torch.cuda.amp.GradScaler", False, True),
+        ("torch1.13-py3.10", "torch.cuda.amp.GradScaler", False, False),
+    ],
+)
+def test_train_py_uses_only_apis_of_the_chosen_torch(rendered, variant, scaler, device_id, compile_):
+    source = rendered[variant]["train.py"].decode()
+    found = calls(source)
+    assert scaler in found
+    assert {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler"} - {scaler} - found
+    assert ("device_id" in keywords(source, "dist.init_process_group")) is device_id
+    assert ("torch.compile" in found) is compile_
+    assert "weights_only" in keywords(source, "torch.load")
+
+
+def test_train_py_has_the_distributed_essentials(rendered):
+    source = rendered["cpu-default"]["train.py"].decode()
+    found = calls(source)
+    for name in (
+        "sampler.set_epoch", "ddp_model.no_sync", "dist.destroy_process_group", "gc.collect",
+        "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
+    ):  # fmt: skip
+        assert name in found, name
+    assert 'int(os.environ["LOCAL_RANK"])' in source
+
+
+def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
+    from genie.detect import Machine
+
+    machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
+    spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, machine)
+    files = rendered["multinode-static"]
+    assert launch.shell_join(launch.multi_node_args(spec)) in files["launch/multi_node.sh"].decode()
+    readme = files["README.md"].decode()
+    for command in launch.commands(spec):
+        assert command.script in readme and launch.shell_join(command.argv) in readme
+    assert "launch/multi_node.sh" not in rendered["cpu-default"]
+
+
+def test_requirements_pin_the_chosen_torch(rendered):
+    assert "torch>=1.13,<1.14\nnumpy<2\n" in rendered["torch1.13-py3.10"]["requirements.txt"].decode()
+    assert "torch>=2.14,<2.15\n" in rendered["cpu-default"]["requirements.txt"].decode()
+
+
+def test_user_text_is_never_rendered_as_jinja(cpu_machine):
+    spec = dataclasses.replace(build_spec({"name": "proj"}, cpu_machine), name="{{ 7*7 }}")
+    readme = render.render(spec)["README.md"].decode()
+    assert readme.startswith("# {{ 7*7 }}\n")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_golden_snapshot(rendered, variant):
+    """Every template change shows up here as a readable diff.
+
+    Regenerate after an intended change: GENIE_UPDATE_GOLDEN=1 pytest tests/test_render.py
+    """
+    folder = GOLDEN / variant
+    files = rendered[variant]
+    if os.environ.get("GENIE_UPDATE_GOLDEN"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        render.write_project(folder, files)
+    assert tree(folder) == files, f"golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
+
+
+# ---------------------------------------------------------------- writing safely
+
+
+@pytest.fixture
+def files(cpu_machine):
+    return render.render(build_spec({"name": "proj"}, cpu_machine))
+
+
+def test_writes_a_fresh_directory_with_executable_launchers(tmp_path, files):
+    target = tmp_path / "new" / "proj"
+    render.write_project(target, files)
+    assert tree(target) == files
+    assert os.access(target / "launch" / "single_node.sh", os.X_OK)
+    assert oct(target.stat().st_mode & 0o777) != oct(0o700)
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["proj"]  # no staging left
+
+
+def test_a_non_empty_directory_is_refused_without_force(tmp_path, files):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(GenieError, match="is not empty; pick a new directory, or pass --force"):
+        render.write_project(tmp_path, files)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_force_adds_files_and_keeps_the_users_own(tmp_path, files):
+    (tmp_path / "notes.txt").write_text("mine")
+    render.write_project(tmp_path, files, force=True)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "train.py").read_bytes() == files["train.py"]
+
+
+def test_force_never_overwrites_a_file_genie_did_not_write(tmp_path, files):
+    (tmp_path / "train.py").write_text("my own training script\n")
+    with pytest.raises(GenieError, match="will not overwrite .*train.py"):
+        render.write_project(tmp_path, files, force=True)
+    assert (tmp_path / "train.py").read_text() == "my own training script\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_force_refuses_a_generated_file_the_user_edited(tmp_path, cpu_machine, files):
+    render.write_project(tmp_path, files)
+    (tmp_path / "model.py").write_text("edited\n")
+    other = render.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
+    with pytest.raises(GenieError, match="will not overwrite .*model.py"):
+        render.write_project(tmp_path, other, force=True)
+    assert (tmp_path / "model.py").read_text() == "edited\n"
+
+
+def test_force_regenerates_files_genie_wrote_and_nobody_changed(tmp_path, cpu_machine, files):
+    render.write_project(tmp_path, files)
+    other = render.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
+    assert other["train.py"] != files["train.py"]
+    render.write_project(tmp_path, other, force=True)
+    assert tree(tmp_path) == other
+
+
+def test_a_file_in_the_way_of_the_target_is_refused(tmp_path, files):
+    (tmp_path / "proj").write_text("a file")
+    with pytest.raises(GenieError, match="exists and is not a directory"):
+        render.write_project(tmp_path / "proj", files)
+
+
+def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendered, cpu_machine):
+    render.write_project(tmp_path / "p", rendered["multinode-static"])
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "torchrun").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (fake / "torchrun").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+
+    def run(*args):
+        return subprocess.run(
+            ["bash", "launch/multi_node.sh", *args], cwd=tmp_path / "p", env=env,
+            capture_output=True, text=True,
+        )  # fmt: skip
+
+    for bad in ([], ["x"], ["2"], ["-1"]):
+        result = run(*bad)
+        assert result.returncode == 2 and "usage: bash launch/multi_node.sh NODE_RANK" in result.stderr
+    result = run("1", "--smoke", "--epochs", "2")
+    spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, cpu_machine)
+    expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]
+    assert result.returncode == 0 and result.stdout.split() == expected

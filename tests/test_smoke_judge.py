@@ -1,0 +1,77 @@
+"""The smoke verdict comes only from the exit code and the GENIE_SMOKE line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from genie import contract, smoke
+from genie.spec import build_spec
+
+GOOD = {
+    "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
+    "first_loss": 2.3, "last_loss": 2.1, "params_in_sync": True,
+}  # fmt: skip
+
+
+@pytest.fixture
+def cpu_plan(cpu_machine):
+    return smoke.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
+
+
+def line(report: dict, prefix: str = "[default0]:") -> str:
+    return prefix + contract.MARKER + json.dumps(report) + "\n"
+
+
+def test_a_good_report_with_exit_0_passes(cpu_plan):
+    assert smoke.judge(cpu_plan, 0, smoke.parse_reports(["noise\n", line(GOOD)])) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "returncode", "problem"),
+    [
+        ({}, 1, "torchrun exited with 1"),
+        ({"world_size": 1}, 0, "trained with world size 1, launched 2"),
+        ({"backend": "nccl"}, 0, "backend nccl, expected gloo"),
+        ({"params_in_sync": False}, 0, "parameters differ across ranks"),
+        ({"last_loss": float("nan")}, 0, "last_loss is not finite"),
+        ({"first_loss": None}, 0, "first_loss is not finite"),
+        ({"steps": 0}, 0, "no optimizer step was taken"),
+    ],
+)
+def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, problem):
+    reports = smoke.parse_reports([line({**GOOD, **change})])
+    problems = smoke.judge(cpu_plan, returncode, reports)
+    assert any(problem in p for p in problems), problems
+
+
+def test_no_report_line_fails_even_with_exit_0(cpu_plan):
+    assert "training did not finish" in smoke.judge(cpu_plan, 0, [])[0]
+
+
+def test_a_report_from_every_rank_fails(cpu_plan):
+    reports = smoke.parse_reports([line(GOOD), line(GOOD, "[default1]:")])
+    assert "only global rank 0 may print one" in smoke.judge(cpu_plan, 0, reports)[0]
+
+
+def test_a_report_missing_keys_fails(cpu_plan):
+    reports = smoke.parse_reports([line({"world_size": 2})])
+    assert "report lacks backend" in smoke.judge(cpu_plan, 0, reports)[0]
+
+
+def test_plan_adapts_to_a_cpu_machine_and_says_so(cpu_machine):
+    raw = {"name": "p", "nodes": 2, "gpus_per_node": 8, "precision": "fp16", "master_addr": "h"}
+    p = smoke.plan(build_spec(raw, cpu_machine), cpu_machine, Path("/ck"))
+    assert (p.nproc, p.backend, p.device, p.precision) == (2, "gloo", "cpu", "bf16")
+    assert p.env["CUDA_VISIBLE_DEVICES"] == ""
+    assert "--nproc_per_node=2" in p.argv and p.argv[p.argv.index("--precision") + 1] == "bf16"
+    assert any("fp16 needs CUDA" in n for n in p.notes)
+    assert any("planned 2 node(s) x 8 processes; tested 1 node x 2" in n for n in p.notes)
+
+
+def test_plan_uses_every_visible_gpu_with_nccl(gpu_machine):
+    p = smoke.plan(build_spec({"name": "p", "precision": "fp16"}, gpu_machine), gpu_machine, Path("/c"))
+    assert (p.nproc, p.backend, p.precision, p.notes) == (8, "nccl", "fp16", ())
+    assert "CUDA_VISIBLE_DEVICES" not in p.env

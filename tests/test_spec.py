@@ -1,0 +1,135 @@
+"""Spec validation as tables: raw answers -> Spec, or the exact error."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from genie import compat
+from genie.errors import GenieError, SpecError
+from genie.spec import FIELDS, Spec, build_spec, dump_answers, load_answers, spec_field_names
+
+
+def spec_of(machine, **raw):
+    return build_spec({"name": "proj", **raw}, machine)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, {"nodes": 1, "gpus_per_node": 0, "nproc_per_node": 2, "precision": "fp32",
+              "master_addr": None, "rdzv": None, "torch": "2.14", "task": "custom"}),
+        ({"gpus_per_node": "4"}, {"nproc_per_node": 4, "precision": "bf16"}),
+        ({"gpus_per_node": 8, "nproc_per_node": 4}, {"nproc_per_node": 4}),
+        ({"nodes": "2", "master_addr": "10.0.0.1"},
+         {"master_addr": "10.0.0.1", "master_port": 29500, "rdzv": "c10d"}),
+        ({"nodes": 2}, {"master_addr": "node0.cluster"}),  # detected hostname
+        ({"nodes": 3, "master_addr": "gpu-01", "rdzv": "static", "master_port": "1234"},
+         {"rdzv": "static", "master_port": 1234}),
+        ({"torch": "2.3.1"}, {"torch": "2.3"}),
+        ({"torch": "2.0", "python": "3.10", "compile": "yes"}, {"compile": True}),
+        ({"lr": "3e-4"}, {"lr": 3e-4}),
+        ({"compile": False, "seed": 0}, {"compile": False, "seed": 0}),
+        ({"torch": "1.13", "python": "3.10"}, {"torch": "1.13"}),
+    ],
+)  # fmt: skip
+def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
+    spec = spec_of(cpu_machine, **raw)
+    for key, value in expected.items():
+        assert getattr(spec, key) == value, key
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"gpus_per_node": "-1"}, "gpus_per_node (--gpus-per-node): '-1' is not valid: a whole number 0-64"),
+        ({"gpus_per_node": "abc"}, "gpus_per_node (--gpus-per-node): 'abc' is not valid: a whole number 0-64"),
+        ({"gpus_per_node": "2.5"}, "gpus_per_node (--gpus-per-node): '2.5' is not valid: a whole number 0-64"),
+        ({"nodes": 2, "master_addr": "h", "master_port": "70000"},
+         "master_port (--master-port): '70000' is not valid: a whole number 1024-65535"),
+        ({"torch": "3.1"}, "torch (--torch): '3.1' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
+        ({"torch": "latest"}, "torch (--torch): 'latest' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
+        ({"name": "a/b"}, "name (--name): 'a/b' is not valid: letters, digits"),
+        ({"name": ".."}, "name (--name): '..' is not valid: letters, digits"),
+        ({"name": "x..y"}, "name (--name): 'x..y' is not valid: letters, digits"),
+        ({"name": "{{ 7*7 }}"}, "name (--name): '{{ 7*7 }}' is not valid"),
+        ({"nodes": 2, "master_addr": "localhost"}, "master_addr (--master-addr): 'localhost' is not valid: other nodes cannot reach localhost"),
+        ({"nodes": 2, "master_addr": "127.0.0.1"}, "other nodes cannot reach a loopback address"),
+        ({"nodes": 2, "master_addr": "bad host"}, "a hostname or IP address"),
+        ({"master_addr": "10.0.0.1"}, "master_addr (--master-addr): '10.0.0.1' is not valid: only applies to multi-node"),
+        ({"rdzv": "etcd", "nodes": 2}, "rdzv (--rdzv): 'etcd' is not valid: one of: c10d, static"),
+        ({"precision": "fp8"}, "precision (--precision): 'fp8' is not valid: one of: bf16, fp16, fp32"),
+        ({"precision": "fp16"}, "fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU"),
+        ({"gpus_per_node": 4, "nproc_per_node": 8}, "at most one process per GPU: 4 or fewer"),
+        ({"batch_size": 0}, "batch_size (--batch-size): 0 is not valid: a whole number 1-1000000"),
+        ({"lr": "fast"}, "lr (--lr): 'fast' is not valid: a number"),
+        ({"lr": "nan"}, "lr (--lr): 'nan' is not valid: a number"),
+        ({"lr": 0}, "lr (--lr): 0 is not valid"),
+        ({"compile": "maybe"}, "compile (--compile): 'maybe' is not valid: true or false"),
+        ({"framework": "dp"}, "framework (--framework): 'dp' is not valid: one of: ddp"),
+        ({"torch": "1.13", "python": "3.11"}, "torch (--torch): '1.13' is not valid: torch 1.13 supports Python 3.7-3.10, not 3.11"),
+        ({"torch": "1.13", "python": "3.10", "compile": True}, "torch.compile needs torch 2.0 or newer"),
+        ({"torch": "2.0", "python": "3.11", "compile": True},
+         "torch 2.0 supports torch.compile up to Python 3.10, not 3.11; use --no-compile"),
+        ({"python": "2.7"}, "python (--python): '2.7' is not valid: a Python version from 3.7"),
+        ({"nodes": [1]}, "nodes (--nodes): [1] is not valid: a whole number 1-4096"),
+        ({"nodes": True}, "nodes (--nodes): True is not valid"),
+    ],
+)  # fmt: skip
+def test_invalid_answers_give_one_exact_error(cpu_machine, raw, message):
+    with pytest.raises(SpecError) as err:
+        spec_of(cpu_machine, **raw)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_answer_key_is_refused_naming_it(cpu_machine):
+    with pytest.raises(GenieError, match="unknown answer 'gpus'; known answers: name, nodes"):
+        spec_of(cpu_machine, gpus=4)
+
+
+def test_default_torch_is_the_installed_one_else_the_newest(cpu_machine):
+    from dataclasses import replace
+
+    assert spec_of(replace(cpu_machine, torch="2.6.0+cu124")).torch == "2.6"
+    assert spec_of(replace(cpu_machine, torch=None)).torch == compat.NEWEST
+    assert spec_of(replace(cpu_machine, torch="9.9.0")).torch == compat.NEWEST
+
+
+def test_default_gpus_and_precision_come_from_the_machine(gpu_machine):
+    spec = spec_of(gpu_machine)
+    assert (spec.gpus_per_node, spec.nproc_per_node, spec.precision) == (8, 8, "bf16")
+    assert spec.world_size == 8 and spec.global_batch == 8 * 32
+
+
+def test_spec_has_exactly_the_declared_fields():
+    assert spec_field_names() == tuple(f.name for f in FIELDS)
+
+
+def test_answers_file_round_trips_to_the_same_spec(cpu_machine, tmp_path):
+    spec = spec_of(cpu_machine, nodes=2, master_addr="10.1.2.3", lr="2e-5", compile=True)
+    path = tmp_path / "a.yml"
+    path.write_text(dump_answers(spec))
+    assert build_spec(load_answers(path), cpu_machine) == spec
+    assert isinstance(spec, Spec)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("nodes: [1, 2\n", "is not valid YAML (line 2)"),
+        ("- nodes\n", "must be a mapping of answer: value"),
+        ("\tnodes: 2\n", "is not valid YAML"),
+    ],
+)
+def test_malformed_answers_file_is_refused_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.yml"
+    path.write_text(content)
+    with pytest.raises(GenieError, match=re.escape(message)):
+        load_answers(path)
+
+
+def test_unreadable_answers_file_is_refused(tmp_path):
+    with pytest.raises(GenieError, match="cannot read answers file .*No such file"):
+        load_answers(tmp_path / "missing.yml")

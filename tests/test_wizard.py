@@ -1,0 +1,86 @@
+"""The wizard, driven by keys fed through prompt_toolkit's pipe input."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from genie import wizard
+from genie.spec import build_spec
+
+ENTER, DOWN, CTRL_C, CLEAR = "\r", "\x1b[B", "\x03", "\x15"  # \x15: Ctrl-U clears the line
+
+
+def run_wizard(machine, keys: str, raw=None, then_eof: bool = False):
+    asked: list[str] = []
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        if then_eof:
+            pipe.close()
+        ask = wizard.make_ask(machine, input=pipe, output=DummyOutput())
+
+        def recording_ask(field, default):
+            asked.append(field.name)
+            return ask(field, default)
+
+        spec = build_spec({"name": "proj", **(raw or {})}, machine, ask=recording_ask)
+    return spec, asked
+
+
+def test_enter_through_everything_gives_the_default_cpu_project(cpu_machine):
+    spec, asked = run_wizard(cpu_machine, ENTER * 20)
+    assert spec == build_spec({"name": "proj"}, cpu_machine)
+    assert "master_addr" not in asked and "rdzv" not in asked  # single node: not asked
+    assert spec.nproc_per_node == 2 and spec.precision == "fp32"
+
+
+def test_defaults_shown_are_detected_from_the_machine(gpu_machine):
+    spec, _asked = run_wizard(gpu_machine, ENTER * 20)
+    assert (spec.gpus_per_node, spec.nproc_per_node, spec.precision) == (8, 8, "bf16")
+
+
+def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
+    keys = (
+        CLEAR + "2" + ENTER  # nodes
+        + CLEAR + "4" + ENTER  # gpus per node
+        + ENTER  # nproc: default 4
+        + CLEAR + "10.0.0.7" + ENTER  # master addr
+        + ENTER  # port 29500
+        + DOWN + ENTER  # rdzv: static
+        + ENTER * 20
+    )  # fmt: skip
+    spec, asked = run_wizard(cpu_machine, keys)
+    assert asked[:6] == ["nodes", "gpus_per_node", "nproc_per_node", "master_addr", "master_port", "rdzv"]
+    assert (spec.nodes, spec.gpus_per_node, spec.nproc_per_node) == (2, 4, 4)
+    assert (spec.master_addr, spec.master_port, spec.rdzv) == ("10.0.0.7", 29500, "static")
+    assert spec.precision == "bf16"  # the default follows the GPU answer
+
+
+def test_answers_already_given_are_not_asked(cpu_machine):
+    _spec, asked = run_wizard(cpu_machine, ENTER * 20, raw={"nodes": 1, "torch": "2.6", "epochs": 5})
+    assert not {"nodes", "torch", "epochs"} & set(asked)
+
+
+def test_an_invalid_reply_is_refused_and_asked_again(cpu_machine):
+    keys = ENTER + CLEAR + "abc" + ENTER + CLEAR + "-1" + ENTER + CLEAR + "0" + ENTER + ENTER * 20
+    spec, _asked = run_wizard(cpu_machine, keys)
+    assert spec.gpus_per_node == 0
+
+
+def test_torch_choice_is_offered_newest_first(cpu_machine):
+    machine = replace(cpu_machine, torch=None)
+    spec, _ = run_wizard(machine, ENTER * 3 + DOWN + ENTER + ENTER * 20)
+    assert spec.torch == "2.14"  # one below the newest (2.15)
+
+
+def test_ctrl_c_interrupts(cpu_machine):
+    with pytest.raises(KeyboardInterrupt):
+        run_wizard(cpu_machine, ENTER + CTRL_C)
+
+
+def test_end_of_input_raises_eof(cpu_machine):
+    with pytest.raises(EOFError):
+        run_wizard(cpu_machine, ENTER * 2, then_eof=True)
