@@ -9,7 +9,7 @@ from typing import Any, Callable
 import click
 
 from genie import __version__
-from genie.errors import Aborted, GenieError
+from genie.errors import Aborted, GenieError, SmokeFailed
 from genie.i18n import _
 from genie.spec import FIELDS, Field
 
@@ -99,7 +99,7 @@ def _smoke(project: Any, target: Path, machine: Any, timeout: float) -> None:
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream)
     ui.verdict(result)
     if not result.passed:
-        raise GenieError(_("smoke test failed: ") + "; ".join(result.problems))
+        raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,12 +24,14 @@ def console() -> Console:
 
 
 def error(message: str) -> None:
+    """One line on stderr, never wrapped."""
+    from rich.markup import escape
+
     from rich.console import Console
 
-    Console(stderr=True, highlight=False).print(
-        f"[bold red]{_('error')}:[/] ", end="", markup=True
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"[bold red]{_('error')}:[/] {escape(message)}"
     )
-    Console(stderr=True, highlight=False).print(message, markup=False)
 
 
 def info(message: str) -> None:

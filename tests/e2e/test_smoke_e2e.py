@@ -1,0 +1,161 @@
+"""Real training under torchrun: 2 CPU processes with gloo (all GPUs with NCCL where present)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from genie import contract
+
+from ..conftest import run_genie
+
+pytestmark = pytest.mark.e2e
+CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+
+
+def report_of(output: str) -> dict:
+    [line] = [x for x in output.splitlines() if contract.MARKER in x]
+    return json.loads(line.split(contract.MARKER, 1)[1])
+
+
+def generate(tmp_path: Path, *flags: str, name: str = "proj") -> Path:
+    result = run_genie("new", name, "--yes", "--no-smoke", *flags, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return tmp_path / name
+
+
+def inject(project: Path, anchor: str, code: str) -> None:
+    """Break the generated train.py on purpose by inserting ``code`` before ``anchor``."""
+    path = project / "train.py"
+    source = path.read_text()
+    assert source.count(anchor) == 1, anchor
+    path.write_text(source.replace(anchor, code + anchor))
+
+
+def processes_in(directory: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(entry / "cwd")) == directory:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_genie_new_yes_generates_and_really_trains_on_two_processes(tmp_path):
+    result = run_genie("new", "demo", "--yes", cwd=tmp_path, **CPU_ENV)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    report = report_of(result.stdout)
+    assert report["world_size"] == 2 and report["backend"] == "gloo"
+    assert report["params_in_sync"] is True and report["steps"] >= 8
+    assert "[default0]:" in result.stdout  # rank output streams live, prefixed by rank
+    assert "[rank 0]" in result.stdout and "[rank 1]" not in result.stdout  # rank 0 logs alone
+    assert "PASS" in result.stdout
+    # and again on the existing project
+    again = run_genie("smoke", "demo", cwd=tmp_path, **CPU_ENV)
+    assert again.returncode == 0 and "PASS" in again.stdout
+
+
+def test_a_project_planned_for_gpus_and_fp16_is_tested_on_what_this_machine_has(tmp_path):
+    project = generate(tmp_path, "--gpus-per-node", "8", "--precision", "fp16", "--grad-accum", "3")
+    result = run_genie("smoke", str(project), **CPU_ENV)
+    assert result.returncode == 0, result.stdout[-3000:]
+    report = report_of(result.stdout)
+    assert (report["world_size"], report["device"], report["precision"]) == (2, "cpu", "bf16")
+    assert "fp16 needs CUDA: tested bf16 on CPU" in result.stdout
+
+
+def test_smoke_fails_when_a_rank_raises(tmp_path):
+    project = generate(tmp_path)
+    inject(project, "    seed_everything(args.seed)\n",
+           '    if dist.get_rank() == 1:\n        raise RuntimeError("injected failure")\n')  # fmt: skip
+    result = run_genie("smoke", str(project), **CPU_ENV)
+    assert result.returncode == 1
+    assert "smoke test failed: torchrun exited with 1" in result.stderr
+    assert "injected failure" in result.stdout
+
+
+def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
+    project = generate(tmp_path)
+    inject(project, "    report = {\n",
+           "    if rank == 1:\n        with torch.no_grad():\n"
+           "            next(model.parameters()).add_(1.0)\n")  # fmt: skip
+    result = run_genie("smoke", str(project), **CPU_ENV)
+    assert result.returncode == 1
+    assert "parameters differ across ranks after training" in result.stderr
+
+
+def test_a_hanging_rank_is_killed_with_the_whole_tree_at_the_timeout(tmp_path):
+    project = generate(tmp_path)
+    inject(project, "    seed_everything(args.seed)\n",
+           "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
+    started = time.monotonic()
+    result = run_genie("smoke", str(project), "--timeout", "25", **CPU_ENV)
+    assert result.returncode == 1 and "timed out after 25 s" in result.stderr
+    assert time.monotonic() - started < 60
+    assert processes_in(project) == []
+
+
+def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
+    project = generate(tmp_path, "--batch-size", "64")
+    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "train.py", "--num-workers", "0", "--checkpoint-dir", "ck"]  # fmt: skip
+    env = {**os.environ, **CPU_ENV}
+    first = subprocess.run([*base, "--epochs", "1"], cwd=project, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    import torch
+
+    state = torch.load(project / "ck" / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (0, 64)  # 8192 samples / 2 ranks / 64
+    assert set(state) == {"model", "optimizer", "scaler", "epoch", "step"}
+    assert state["optimizer"]["state"], "optimizer moments must be saved"
+    second = subprocess.run([*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resumed from ck/last.pt at epoch 1, step 64" in second.stdout
+    state = torch.load(project / "ck" / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 128)
+    assert not list((project / "ck").glob("*.tmp"))
+
+
+def test_resume_without_a_checkpoint_says_so(tmp_path):
+    project = generate(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "train.py", "--smoke", "--resume", "--checkpoint-dir", "none"],
+        cwd=project, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode != 0 and "--resume: no checkpoint at none/last.pt" in result.stdout + result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("rdzv", ["c10d", "static"])
+def test_multi_node_script_trains_across_two_nodes_on_this_host(tmp_path, rdzv):
+    """Two 'nodes' (two torchrun agents) on this host, each with one process."""
+    host = socket.gethostname()
+    project = generate(tmp_path, "--nodes", "2", "--nproc-per-node", "1", "--gpus-per-node", "0",
+                       "--master-addr", host, "--master-port", str(free_port()), "--rdzv", rdzv)  # fmt: skip
+    env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    nodes = [
+        subprocess.Popen(
+            ["bash", "launch/multi_node.sh", str(rank), "--smoke", "--checkpoint-dir", f"ck{rank}"],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], outputs
+    report = report_of("\n".join(outputs))
+    assert report["world_size"] == 2 and report["params_in_sync"] is True
