@@ -20,7 +20,9 @@ def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]
     help_text = f"{f.help} [{f.accepted()}]"
     if f.kind is bool:
         return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
-    return click.option(f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text)
+    return click.option(
+        f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text
+    )
 
 
 def _field_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,18 +40,47 @@ def cli() -> None:
 @cli.command()
 @click.argument("directory", type=click.Path(path_type=Path))
 @_field_options
-@click.option("--answers", "answers_file", type=click.Path(path_type=Path), help="YAML answers file; flags override it.")
-@click.option("--yes", "-y", is_flag=True, help="Ask nothing: take defaults for every missing answer.")
-@click.option("--force", is_flag=True, help="Write into a non-empty directory (never replaces files genie did not write).")
-@click.option("--smoke/--no-smoke", "run_smoke", default=True, help="Smoke-test the project after generating it.")
-@click.option("--smoke-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds before the smoke test is killed.")
-def new(directory: Path, answers_file: Path | None, yes: bool, force: bool, run_smoke: bool, smoke_timeout: float, **flags: Any) -> None:  # fmt: skip
+@click.option(
+    "--answers",
+    "answers_file",
+    type=click.Path(path_type=Path),
+    help="YAML answers file; flags override it.",
+)
+@click.option(
+    "--yes", "-y", is_flag=True, help="Ask nothing: take defaults for every missing answer."
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write into a non-empty directory (never replaces files genie did not write).",
+)
+@click.option(
+    "--smoke/--no-smoke",
+    "run_smoke",
+    default=True,
+    help="Smoke-test the project after generating it.",
+)
+@click.option(
+    "--smoke-timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds before the smoke test is killed.",
+)
+def new(
+    directory: Path,
+    answers_file: Path | None,
+    yes: bool,
+    force: bool,
+    run_smoke: bool,
+    smoke_timeout: float,
+    **flags: Any,
+) -> None:
     """Generate a distributed training project in DIRECTORY, then smoke-test it."""
     from genie import detect, render, spec, ui
 
     target = directory.absolute()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not force:
-        render.write_project(target, {}, force=False)  # raises the one clear message
+    render.check_target(target, force)  # before any question is asked
     # Lowest priority first: the directory's name, then the answers file, then flags.
     raw: dict[str, Any] = {"name": target.name}
     if answers_file is not None:
@@ -61,7 +92,9 @@ def new(directory: Path, answers_file: Path | None, yes: bool, force: bool, run_
         ui.summary(project)
     else:
         if not sys.stdin.isatty():
-            raise GenieError(_("no terminal to ask questions in; pass --yes (and flags or --answers)"))
+            raise GenieError(
+                _("no terminal to ask questions in; pass --yes (and flags or --answers)")
+            )
         from genie import wizard
 
         project = spec.build_spec(raw, machine, ask=wizard.make_ask(machine))
@@ -79,7 +112,13 @@ def new(directory: Path, answers_file: Path | None, yes: bool, force: bool, run_
 
 @cli.command()
 @click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds before the run is killed.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds before the run is killed.",
+)
 def smoke(directory: Path, timeout: float) -> None:  # fmt: skip
     """Smoke-test an existing genie project: a few real training steps under torchrun."""
     from genie import detect, render, spec
@@ -88,7 +127,9 @@ def smoke(directory: Path, timeout: float) -> None:  # fmt: skip
     if not answers.is_file():
         raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
     machine = detect.machine()
-    _smoke(spec.build_spec(spec.load_answers(answers), machine), directory.absolute(), machine, timeout)
+    _smoke(
+        spec.build_spec(spec.load_answers(answers), machine), directory.absolute(), machine, timeout
+    )
 
 
 def _smoke(project: Any, target: Path, machine: Any, timeout: float) -> None:

@@ -21,7 +21,7 @@ class Machine:
 
 
 def gpu_count() -> int:
-    """Number of GPUs ``nvidia-smi -L`` lists, honouring CUDA_VISIBLE_DEVICES; 0 when unavailable."""
+    """GPUs that ``nvidia-smi -L`` lists, within CUDA_VISIBLE_DEVICES; 0 when none."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return 0

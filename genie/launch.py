@@ -58,7 +58,9 @@ def shell_join(argv: Sequence[str]) -> str:
 def commands(spec: Spec) -> list[Command]:
     """One command per node, in node-rank order."""
     if not spec.multi_node:
-        return [Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec)))]
+        return [
+            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec)))
+        ]
     result = []
     for rank in range(spec.nodes):
         where = f"node {rank}" + (f" ({spec.master_addr})" if rank == 0 else "")

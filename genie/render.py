@@ -117,23 +117,25 @@ def _manifest(files: dict[str, bytes]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def _generated_hashes(target: Path) -> dict[str, str]:
-    """What a previous genie run wrote into ``target`` (path -> sha256), if anything."""
-    answers = target / ANSWERS_FILE
-    if not answers.is_file():
-        return {}
+def _previous_run(target: Path) -> dict[str, Any] | None:
+    """The answers file a previous genie run left in ``target``, or None if there is none
+    (or the file there is not genie's)."""
+    path = target / ANSWERS_FILE
+    if not path.is_file():
+        return None
     try:
-        recorded = load_answers(answers).get("files")
+        answers = load_answers(path)
     except GenieError:
-        return {}
-    return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
+        return None
+    return answers if "genie_version" in answers else None
 
 
-def _check_target(target: Path, files: dict[str, bytes], force: bool) -> None:
+def check_target(target: Path, force: bool) -> bool:
+    """Refuse a target genie may not write to; True when it already holds files."""
     if target.exists() and not target.is_dir():
         raise GenieError(_("{t} exists and is not a directory; pick another path").format(t=target))
     if not target.is_dir() or not any(target.iterdir()):
-        return
+        return False
     if not force:
         raise GenieError(
             _(
@@ -141,11 +143,18 @@ def _check_target(target: Path, files: dict[str, bytes], force: bool) -> None:
                 "(genie never deletes or overwrites files it did not write)"
             ).format(t=target)
         )
-    generated = _generated_hashes(target)
+    return True
+
+
+def _check_overwrites(target: Path, files: dict[str, bytes]) -> None:
+    """Refuse to replace any file that genie did not write, or that was changed since."""
+    previous = _previous_run(target)
+    recorded = previous.get("files") if previous else None
+    generated = {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
     blocked = []
     for path, data in files.items():
         existing = target / path
-        if not existing.exists() or path == ANSWERS_FILE:
+        if not existing.exists() or (path == ANSWERS_FILE and previous is not None):
             continue
         if not existing.is_file():
             blocked.append(path)
@@ -169,7 +178,8 @@ def _umask() -> int:
 def write_project(target: Path, files: dict[str, bytes], force: bool = False) -> None:
     """Write ``files`` under ``target`` atomically: all of them, or (fresh target) none."""
     target = target.absolute()
-    _check_target(target, files, force)
+    if check_target(target, force):
+        _check_overwrites(target, files)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.genie-", dir=target.parent))
     staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the project should not be

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from genie import contract
 from genie.detect import Machine
@@ -46,10 +46,10 @@ class SmokePlan:
 @dataclass
 class SmokeResult:
     plan: SmokePlan
-    returncode: Optional[int]
+    returncode: int | None
     seconds: float
     timed_out: bool = False
-    report: Optional[dict[str, Any]] = None
+    report: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -57,7 +57,9 @@ class SmokeResult:
         return not self.problems
 
 
-def plan(spec: Spec, machine: Machine, checkpoint_dir: Path, python: str = sys.executable) -> SmokePlan:
+def plan(
+    spec: Spec, machine: Machine, checkpoint_dir: Path, python: str = sys.executable
+) -> SmokePlan:
     """What to run: all visible GPUs with NCCL, else 2 CPU processes with gloo."""
     notes = []
     if machine.gpus:
@@ -99,7 +101,7 @@ def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
     return reports
 
 
-def judge(p: SmokePlan, returncode: Optional[int], reports: list[dict[str, Any]]) -> list[str]:
+def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -> list[str]:
     """Why the run failed; an empty list means it passed."""
     problems = []
     if returncode != 0:
@@ -108,7 +110,9 @@ def judge(p: SmokePlan, returncode: Optional[int], reports: list[dict[str, Any]]
         problems.append(_("no {m}line: training did not finish").format(m=contract.MARKER))
         return problems
     if len(reports) > 1:
-        problems.append(_("{n} report lines; only global rank 0 may print one").format(n=len(reports)))
+        problems.append(
+            _("{n} report lines; only global rank 0 may print one").format(n=len(reports))
+        )
     report = reports[-1]
     missing = [k for k in contract.REPORT_KEYS if k not in report]
     if missing:
@@ -121,7 +125,9 @@ def judge(p: SmokePlan, returncode: Optional[int], reports: list[dict[str, Any]]
             )
         )
     if report["backend"] != p.backend:
-        problems.append(_("backend {got}, expected {want}").format(got=report["backend"], want=p.backend))
+        problems.append(
+            _("backend {got}, expected {want}").format(got=report["backend"], want=p.backend)
+        )
     if not isinstance(report["steps"], int) or report["steps"] < 1:
         problems.append(_("no optimizer step was taken"))
     for key in ("first_loss", "last_loss"):
@@ -175,8 +181,12 @@ def run(
     reports = parse_reports(lines)
     problems = judge(p, proc.returncode, reports)
     if timed_out:
-        problems.insert(0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout))
-    return SmokeResult(p, proc.returncode, seconds, timed_out, reports[-1] if reports else None, problems)
+        problems.insert(
+            0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
+        )
+    return SmokeResult(
+        p, proc.returncode, seconds, timed_out, reports[-1] if reports else None, problems
+    )
 
 
 def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:

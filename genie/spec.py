@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from genie import __version__, compat
 from genie.detect import Machine
@@ -46,12 +46,12 @@ class Field:
     question: str  # what the wizard asks
     help: str  # one line for --help and the wizard's hint
     default: Callable[[Answers, Machine], Any]
-    choices: Optional[tuple[str, ...]] = None
-    minimum: Optional[float] = None
-    maximum: Optional[float] = None
-    check: Optional[Callable[[Any], Optional[str]]] = None  # returns what is accepted, or None
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    check: Callable[[Any], str | None] | None = None  # returns what is accepted, or None
     applies: Callable[[Answers], bool] = _always
-    normalize: Optional[Callable[[str], str]] = None
+    normalize: Callable[[str], str] | None = None
 
     @property
     def flag(self) -> str:
@@ -120,7 +120,7 @@ class Field:
             raise SpecError(self.label, raw, self.accepted()) from None
 
 
-def _number(value: Optional[float]) -> str:
+def _number(value: float | None) -> str:
     if value is None:
         return ""
     return str(int(value)) if value == int(value) else f"{value:g}"
@@ -129,7 +129,7 @@ def _number(value: Optional[float]) -> str:
 # ---------------------------------------------------------------- field checks
 
 
-def _check_name(value: str) -> Optional[str]:
+def _check_name(value: str) -> str | None:
     if _NAME_RE.match(value) and ".." not in value:
         return None
     return _(
@@ -138,7 +138,7 @@ def _check_name(value: str) -> Optional[str]:
     )
 
 
-def _check_master_addr(value: str) -> Optional[str]:
+def _check_master_addr(value: str) -> str | None:
     try:
         ip = ipaddress.ip_address(value)
     except ValueError:
@@ -168,7 +168,7 @@ def _normalize_minor(text: str) -> str:
         return text
 
 
-def _check_python(value: str) -> Optional[str]:
+def _check_python(value: str) -> str | None:
     try:
         version = compat.parse_minor(value)
     except ValueError:
@@ -290,7 +290,8 @@ FIELDS: tuple[Field, ...] = (
         default=_const(False),
     ),
     Field(
-        "seed", int, _("Random seed?"), _("Seeds Python and torch; every rank starts from the same weights."),
+        "seed", int, _("Random seed?"),
+        _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
 )  # fmt: skip
@@ -308,9 +309,9 @@ class Spec:
     nodes: int
     gpus_per_node: int
     nproc_per_node: int
-    master_addr: Optional[str]
-    master_port: Optional[int]
-    rdzv: Optional[str]
+    master_addr: str | None
+    master_port: int | None
+    rdzv: str | None
     torch: str
     python: str
     task: str
@@ -344,7 +345,7 @@ class Spec:
 Ask = Callable[[Field, Any], Any]
 
 
-def resolve(raw: Answers, machine: Machine, ask: Optional[Ask] = None) -> dict[str, Any]:
+def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str, Any]:
     """Fill every applicable field from ``raw``, else from ``ask`` (the wizard), else its
     default, validating each one. Fields are visited in declaration order, so whether a
     field applies and what its default is can depend on the answers before it.
@@ -397,7 +398,7 @@ def _cross_check(v: Mapping[str, Any]) -> None:
             raise SpecError(label["compile"].label, True, problem + _("; use --no-compile"))
 
 
-def build_spec(raw: Answers, machine: Machine, ask: Optional[Ask] = None) -> Spec:
+def build_spec(raw: Answers, machine: Machine, ask: Ask | None = None) -> Spec:
     """The one way to get a :class:`Spec`: resolve defaults, validate fields, then cross-check."""
     values = resolve(raw, machine, ask)
     if values["name"] is None:

@@ -25,9 +25,8 @@ def console() -> Console:
 
 def error(message: str) -> None:
     """One line on stderr, never wrapped."""
-    from rich.markup import escape
-
     from rich.console import Console
+    from rich.markup import escape
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(
         f"[bold red]{_('error')}:[/] {escape(message)}"
@@ -88,9 +87,7 @@ def verdict(result: SmokeResult) -> None:
         table.add_row(_("note"), note)
     for problem in result.problems:
         table.add_row("[red]" + _("problem") + "[/]", problem)
-    table.add_row(
-        _("verdict"), "[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]"
-    )
+    table.add_row(_("verdict"), "[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
     console().print(table)
 
 

@@ -6,7 +6,7 @@ the fields that apply and are still missing, and every reply goes through ``Fiel
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from genie.detect import Machine
 from genie.errors import SpecError
@@ -14,7 +14,7 @@ from genie.i18n import _
 from genie.spec import Field, Spec
 
 # What the machine told us, shown next to the question it informs.
-_DETECTED: dict[str, Callable[[Machine], Optional[str]]] = {
+_DETECTED: dict[str, Callable[[Machine], str | None]] = {
     "gpus_per_node": lambda m: _("{n} GPU(s) found here").format(n=m.gpus),
     "torch": lambda m: _("torch {v} installed here").format(v=m.torch) if m.torch else None,
     "python": lambda m: _("running Python {v}").format(v=m.python),

@@ -73,7 +73,9 @@ def test_answers_file_reproduces_the_project_byte_for_byte(tmp_path):
         "--master-addr", "10.0.0.5", "--lr", "3e-4", "--grad-accum", "2", cwd=tmp_path,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
-    again = run_genie("new", "two", "--answers", "one/.genie.yml", "--yes", "--no-smoke", cwd=tmp_path)
+    again = run_genie(
+        "new", "two", "--answers", "one/.genie.yml", "--yes", "--no-smoke", cwd=tmp_path
+    )
     assert again.returncode == 0, again.stderr
     assert tree(tmp_path / "one") == tree(tmp_path / "two")
 
@@ -85,7 +87,7 @@ def test_flags_override_the_answers_file(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     answers = (tmp_path / "p" / ".genie.yml").read_text()
-    assert "epochs: 7\n" in answers and "seed: 5\n" in answers and "name: \"p\"\n" in answers
+    assert "epochs: 7\n" in answers and "seed: 5\n" in answers and 'name: "p"\n' in answers
 
 
 def test_new_prints_files_and_launch_commands(tmp_path):

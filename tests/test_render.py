@@ -7,7 +7,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import black
 import pytest
@@ -79,7 +78,9 @@ def test_generated_projects_pass_ruff(rendered, tmp_path):
         ("torch1.13-py3.10", "torch.cuda.amp.GradScaler", False, False),
     ],
 )
-def test_train_py_uses_only_apis_of_the_chosen_torch(rendered, variant, scaler, device_id, compile_):
+def test_train_py_uses_only_apis_of_the_chosen_torch(
+    rendered, variant, scaler, device_id, compile_
+):
     source = rendered[variant]["train.py"].decode()
     found = calls(source)
     assert scaler in found
@@ -114,7 +115,9 @@ def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
 
 
 def test_requirements_pin_the_chosen_torch(rendered):
-    assert "torch>=1.13,<1.14\nnumpy<2\n" in rendered["torch1.13-py3.10"]["requirements.txt"].decode()
+    assert (
+        "torch>=1.13,<1.14\nnumpy<2\n" in rendered["torch1.13-py3.10"]["requirements.txt"].decode()
+    )
     assert "torch>=2.14,<2.15\n" in rendered["cpu-default"]["requirements.txt"].decode()
 
 
@@ -137,7 +140,7 @@ def test_golden_snapshot(rendered, variant):
 
         shutil.rmtree(folder, ignore_errors=True)
         render.write_project(folder, files)
-    assert tree(folder) == files, f"golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
+    assert tree(folder) == files, "golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
 
 
 # ---------------------------------------------------------------- writing safely
@@ -179,6 +182,13 @@ def test_force_never_overwrites_a_file_genie_did_not_write(tmp_path, files):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
 
 
+def test_force_never_overwrites_an_answers_file_genie_did_not_write(tmp_path, files):
+    (tmp_path / ".genie.yml").write_text("my: notes\n")
+    with pytest.raises(GenieError, match="will not overwrite .*\\.genie\\.yml"):
+        render.write_project(tmp_path, files, force=True)
+    assert (tmp_path / ".genie.yml").read_text() == "my: notes\n"
+
+
 def test_force_refuses_a_generated_file_the_user_edited(tmp_path, cpu_machine, files):
     render.write_project(tmp_path, files)
     (tmp_path / "model.py").write_text("edited\n")
@@ -218,7 +228,9 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
 
     for bad in ([], ["x"], ["2"], ["-1"]):
         result = run(*bad)
-        assert result.returncode == 2 and "usage: bash launch/multi_node.sh NODE_RANK" in result.stderr
+        assert (
+            result.returncode == 2 and "usage: bash launch/multi_node.sh NODE_RANK" in result.stderr
+        )
     result = run("1", "--smoke", "--epochs", "2")
     spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, cpu_machine)
     expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]

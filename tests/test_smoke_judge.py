@@ -72,6 +72,8 @@ def test_plan_adapts_to_a_cpu_machine_and_says_so(cpu_machine):
 
 
 def test_plan_uses_every_visible_gpu_with_nccl(gpu_machine):
-    p = smoke.plan(build_spec({"name": "p", "precision": "fp16"}, gpu_machine), gpu_machine, Path("/c"))
+    p = smoke.plan(
+        build_spec({"name": "p", "precision": "fp16"}, gpu_machine), gpu_machine, Path("/c")
+    )
     assert (p.nproc, p.backend, p.precision, p.notes) == (8, "nccl", "fp16", ())
     assert "CUDA_VISIBLE_DEVICES" not in p.env

@@ -53,14 +53,23 @@ def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
         + ENTER * 20
     )  # fmt: skip
     spec, asked = run_wizard(cpu_machine, keys)
-    assert asked[:6] == ["nodes", "gpus_per_node", "nproc_per_node", "master_addr", "master_port", "rdzv"]
+    assert asked[:6] == [
+        "nodes",
+        "gpus_per_node",
+        "nproc_per_node",
+        "master_addr",
+        "master_port",
+        "rdzv",
+    ]
     assert (spec.nodes, spec.gpus_per_node, spec.nproc_per_node) == (2, 4, 4)
     assert (spec.master_addr, spec.master_port, spec.rdzv) == ("10.0.0.7", 29500, "static")
     assert spec.precision == "bf16"  # the default follows the GPU answer
 
 
 def test_answers_already_given_are_not_asked(cpu_machine):
-    _spec, asked = run_wizard(cpu_machine, ENTER * 20, raw={"nodes": 1, "torch": "2.6", "epochs": 5})
+    _spec, asked = run_wizard(
+        cpu_machine, ENTER * 20, raw={"nodes": 1, "torch": "2.6", "epochs": 5}
+    )
     assert not {"nodes", "torch", "epochs"} & set(asked)
 
 

@@ -109,7 +109,9 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
             "train.py", "--num-workers", "0", "--checkpoint-dir", "ck"]  # fmt: skip
     env = {**os.environ, **CPU_ENV}
-    first = subprocess.run([*base, "--epochs", "1"], cwd=project, env=env, capture_output=True, text=True)
+    first = subprocess.run(
+        [*base, "--epochs", "1"], cwd=project, env=env, capture_output=True, text=True
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     import torch
 
@@ -117,7 +119,9 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     assert (state["epoch"], state["step"]) == (0, 64)  # 8192 samples / 2 ranks / 64
     assert set(state) == {"model", "optimizer", "scaler", "epoch", "step"}
     assert state["optimizer"]["state"], "optimizer moments must be saved"
-    second = subprocess.run([*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True)
+    second = subprocess.run(
+        [*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from ck/last.pt at epoch 1, step 64" in second.stdout
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
@@ -132,7 +136,10 @@ def test_resume_without_a_checkpoint_says_so(tmp_path):
          "train.py", "--smoke", "--resume", "--checkpoint-dir", "none"],
         cwd=project, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
     )  # fmt: skip
-    assert result.returncode != 0 and "--resume: no checkpoint at none/last.pt" in result.stdout + result.stderr
+    assert (
+        result.returncode != 0
+        and "--resume: no checkpoint at none/last.pt" in result.stdout + result.stderr
+    )
 
 
 def free_port() -> int:
