@@ -147,15 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors print one line and exit non-zero, never a traceback."""
     try:
         cli.main(args=argv, prog_name="genie", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as err:
+        # click turns KeyboardInterrupt and EOFError into Abort; the cause tells them apart.
+        if isinstance(err.__cause__, EOFError):
+            _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
         _fail(_("interrupted; nothing written"), 130)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         _fail(_("interrupted; nothing written"), 130)
-    except EOFError:
-        _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
     except GenieError as err:
         _fail(str(err), err.exit_code)
 

@@ -116,3 +116,22 @@ def test_help_imports_neither_torch_nor_cookiecutter_nor_black(args):
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     heavy = {"torch", "cookiecutter", "black", "questionary", "prompt_toolkit", "yaml", "rich"}
     assert heavy.isdisjoint(imported), heavy & imported
+
+
+def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, monkeypatch, capsys):
+    from genie import cli, wizard
+
+    def ask_nothing(machine, **kwargs):
+        def ask(field, default):
+            raise EOFError
+
+        return ask
+
+    monkeypatch.setattr(wizard, "make_ask", ask_nothing)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["new", "proj", "--no-smoke"])
+    assert exit_.value.code == 130
+    assert "no more input; answer every question, or pass --yes and flags" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

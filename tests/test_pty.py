@@ -1,0 +1,79 @@
+"""The real `genie new` in a pseudo-terminal, as a person meets it."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pexpect
+
+ENV = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+
+
+def spawn(tmp_path, *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable, ["-m", "genie", "new", *args], cwd=str(tmp_path), env=ENV,
+        encoding="utf-8", timeout=60, dimensions=(40, 120),
+    )  # fmt: skip
+
+
+def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
+    child = spawn(tmp_path, "proj", "--no-smoke")
+    child.expect("How many nodes")
+    child.sendline("")
+    child.expect("GPUs per node")
+    child.sendline("")
+    child.expect("Processes per node")
+    child.sendline("")
+    for question in ("PyTorch version", "Python version", "Task", "Framework", "Precision",
+                     "Batch size", "Gradient accumulation", "Epochs", "Learning rate",
+                     "torch.compile", "Random seed"):  # fmt: skip
+        child.expect(question)
+        child.send("\r")
+    child.expect("Global batch")  # the summary
+    child.expect("Generate this project")
+    child.send("y")
+    child.expect("bash launch/single_node.sh")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (tmp_path / "proj" / "train.py").is_file()
+
+
+def test_ctrl_c_exits_130_and_writes_nothing(tmp_path):
+    child = spawn(tmp_path, "proj", "--no-smoke")
+    child.expect("How many nodes")
+    child.sendline("")
+    child.expect("GPUs per node")
+    child.sendcontrol("c")
+    child.expect("interrupted; nothing written")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_declining_the_summary_writes_nothing(tmp_path):
+    child = spawn(tmp_path, "proj", "--no-smoke", "--nodes", "1", "--gpus-per-node", "0",
+                  "--nproc-per-node", "2", "--torch", "2.14", "--python", "3.11", "--task",
+                  "custom", "--framework", "ddp", "--precision", "fp32", "--batch-size", "8",
+                  "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile",
+                  "--seed", "1")  # fmt: skip
+    child.expect("Generate this project")
+    child.send("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_d_at_a_prompt_exits_130_and_writes_nothing(tmp_path):
+    child = spawn(tmp_path, "proj", "--no-smoke")
+    child.expect("How many nodes")
+    child.sendcontrol("u")  # clear the default: Ctrl-D on an empty line ends input
+    child.sendcontrol("d")
+    child.expect("nothing written")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert list(tmp_path.iterdir()) == []
