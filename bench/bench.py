@@ -71,22 +71,40 @@ def main() -> None:
         print(f"genie benchmarks: median of {runs} runs, {os.cpu_count()} CPUs\n")
         helped = timed([PY, "-m", "genie", "--help"], runs)
         start = timed([PY, "-c", "pass"], runs)
-        row("genie --help", helped, start, "python -c pass", f"target <= 0.15 s: {'ok' if helped <= 0.15 else 'MISSED'}")
+        row(
+            "genie --help",
+            helped,
+            start,
+            "python -c pass",
+            f"target <= 0.15 s: {'ok' if helped <= 0.15 else 'MISSED'}",
+        )
 
         def clean():
             shutil.rmtree(work / "gen", ignore_errors=True)
             shutil.rmtree(work / "raw", ignore_errors=True)
 
-        gen = timed([PY, "-m", "genie", "new", str(work / "gen"), "--yes", "--no-smoke"], runs, before=clean)
+        gen = timed(
+            [PY, "-m", "genie", "new", str(work / "gen"), "--yes", "--no-smoke"], runs, before=clean
+        )
         raw = timed([PY, "-c", RAW_COOKIECUTTER, str(work / "raw")], runs, before=clean)
         row("genie new --no-smoke", gen, raw, "raw cookiecutter + black", "(no target)")
 
-        subprocess.run([PY, "-m", "genie", "new", str(work / "proj"), "--yes", "--no-smoke"], check=True, capture_output=True)
+        subprocess.run(
+            [PY, "-m", "genie", "new", str(work / "proj"), "--yes", "--no-smoke"],
+            check=True,
+            capture_output=True,
+        )
         smoke = timed([PY, "-m", "genie", "smoke", str(work / "proj")], runs)
         minimal = timed([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                          str(HERE / "minimal_ddp.py")], runs)  # fmt: skip
         ratio = smoke / minimal
-        row("genie smoke (2 CPU ranks)", smoke, minimal, "minimal DDP script under torchrun", f"target <= 1.3x: {'ok' if ratio <= 1.3 else 'MISSED'}")
+        row(
+            "genie smoke (2 CPU ranks)",
+            smoke,
+            minimal,
+            "minimal DDP script under torchrun",
+            f"target <= 1.3x: {'ok' if ratio <= 1.3 else 'MISSED'}",
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -67,12 +67,12 @@ def test_declining_the_summary_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_d_at_a_prompt_exits_130_and_writes_nothing(tmp_path):
+def test_ctrl_d_at_a_prompt_exits_130_pointing_to_yes(tmp_path):
     child = spawn(tmp_path, "proj", "--no-smoke")
     child.expect("How many nodes")
     child.sendcontrol("u")  # clear the default: Ctrl-D on an empty line ends input
     child.sendcontrol("d")
-    child.expect("nothing written")
+    child.expect("no more input; answer every question, or pass --yes and flags")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130
