@@ -133,5 +133,7 @@ def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, mo
     with pytest.raises(SystemExit) as exit_:
         cli.main(["new", "proj", "--no-smoke"])
     assert exit_.value.code == 130
-    assert "no more input; answer every question, or pass --yes and flags" in capsys.readouterr().err
+    assert (
+        "no more input; answer every question, or pass --yes and flags" in capsys.readouterr().err
+    )
     assert list(tmp_path.iterdir()) == []

@@ -20,5 +20,7 @@ from .conftest import ROOT
     ids=["ruff", "black", "mypy"],
 )
 def test_genie_itself_is_clean(command):
-    result = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
