@@ -87,10 +87,85 @@ def features(minor: str) -> dict[str, bool]:
     return {name: version >= first for name, first in FEATURES.items()}
 
 
-def requirements(minor: str) -> list[str]:
+@dataclass(frozen=True)
+class LibraryLine:
+    """A release line of a library and what it needs (reference sections 6-9)."""
+
+    package: str
+    version: Version  # first release of the line, e.g. (5, 23)
+    torch_min: Version
+    python_min: Version
+
+
+# Newest first. A project pins the newest line its torch and Python allow, up to the next line.
+LIBRARY_LINES: dict[str, tuple[LibraryLine, ...]] = {
+    "lightning": (
+        LibraryLine("lightning", (2, 6), (2, 1), (3, 10)),
+        LibraryLine("lightning", (2, 5), (2, 1), (3, 9)),
+        LibraryLine("lightning", (2, 4), (2, 1), (3, 8)),
+        LibraryLine("lightning", (2, 3), (2, 0), (3, 8)),
+        LibraryLine("lightning", (2, 2), (1, 13), (3, 8)),
+    ),
+    "transformers": (
+        LibraryLine("transformers", (5, 23), (2, 6), (3, 11)),
+        LibraryLine("transformers", (5, 20), (2, 6), (3, 10)),
+        LibraryLine("transformers", (5, 15), (2, 5), (3, 10)),
+        LibraryLine("transformers", (5, 5), (2, 4), (3, 10)),
+        LibraryLine("transformers", (5, 0), (2, 2), (3, 10)),
+        LibraryLine("transformers", (4, 56), (2, 2), (3, 9)),
+        LibraryLine("transformers", (4, 53), (2, 1), (3, 9)),
+        LibraryLine("transformers", (4, 49), (2, 0), (3, 9)),
+        LibraryLine("transformers", (4, 41), (1, 10), (3, 8)),
+    ),
+    "accelerate": (
+        LibraryLine("accelerate", (1, 11), (2, 0), (3, 10)),
+        LibraryLine("accelerate", (1, 3), (2, 0), (3, 9)),
+        LibraryLine("accelerate", (0, 21), (1, 10), (3, 8)),
+    ),
+    "datasets": (
+        LibraryLine("datasets", (5, 0), (1, 0), (3, 10)),
+        LibraryLine("datasets", (4, 6), (1, 0), (3, 10)),
+        LibraryLine("datasets", (3, 2), (1, 0), (3, 9)),
+        LibraryLine("datasets", (2, 14), (1, 0), (3, 8)),
+    ),
+}
+
+# What each framework and task needs besides torch.
+FRAMEWORK_PACKAGES = {
+    "ddp": (),
+    "dp": (),
+    "lightning": ("lightning",),
+    "hf": ("transformers", "accelerate"),
+}
+TASK_PACKAGES = {"custom": (), "cv": ("torchvision",), "nlp": ("transformers", "datasets")}
+
+
+def library_line(package: str, torch: str, python: str) -> tuple[LibraryLine, Version | None]:
+    """The newest line of ``package`` for this torch and Python, and the next line (its cap)."""
+    lines = LIBRARY_LINES[package]
+    t, py = parse_minor(torch), parse_minor(python)
+    for i, line in enumerate(lines):
+        if line.torch_min <= t and line.python_min <= py:
+            return line, lines[i - 1].version if i else None
+    raise LookupError(f"no {package} release supports torch {torch} on Python {python}")
+
+
+def requirements(
+    minor: str, python: str = "3.11", framework: str = "ddp", task: str = "custom"
+) -> list[str]:
     """Pinned requirement lines for a generated project on torch ``minor``."""
     major, minor_no = parse_minor(minor)
     lines = [f"torch>={major}.{minor_no},<{major}.{minor_no + 1}"]
+    packages = dict.fromkeys(FRAMEWORK_PACKAGES[framework] + TASK_PACKAGES[task])
+    if "torchvision" in packages:
+        tv_major, tv_minor = parse_minor(release(minor).torchvision)
+        lines.append(f"torchvision>={tv_major}.{tv_minor},<{tv_major}.{tv_minor + 1}")
+    for package in packages:
+        if package == "torchvision":
+            continue
+        line, cap = library_line(package, minor, python)
+        upper = f"<{format_minor(cap)}" if cap else f"<{line.version[0] + 1}"
+        lines.append(f"{package}>={format_minor(line.version)},{upper}")
     if not features(minor)["numpy2"]:
         lines.append("numpy<2")
     return lines

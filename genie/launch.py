@@ -25,6 +25,8 @@ class Command:
 
 def single_node_args(spec: Spec) -> list[str]:
     """All processes on this machine; --standalone runs a private rendezvous on a free port."""
+    if spec.framework == "dp":
+        return ["python", ENTRYPOINT]  # DataParallel: one process drives every GPU
     return ["torchrun", "--standalone", f"--nproc_per_node={spec.nproc_per_node}", ENTRYPOINT]
 
 

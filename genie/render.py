@@ -23,7 +23,17 @@ from genie.i18n import _
 from genie.spec import Spec, dump_answers, load_answers
 
 ANSWERS_FILE = ".genie.yml"
-FRAMEWORK_TITLES = {"ddp": "PyTorch DistributedDataParallel"}
+FRAMEWORK_TITLES = {
+    "ddp": "PyTorch DistributedDataParallel",
+    "lightning": "PyTorch Lightning",
+    "hf": "the Hugging Face Trainer",
+    "dp": "torch.nn.DataParallel",
+}
+TASK_TITLES = {
+    "custom": "a small model on synthetic data",
+    "nlp": "text classification (transformers)",
+    "cv": "image classification (torchvision)",
+}
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh")
 
 
@@ -39,11 +49,13 @@ def template_root() -> Path:
 def project_files(spec: Spec) -> list[tuple[str, str]]:
     """Every file of the project, with one line saying what it is for."""
     files = [
-        ("train.py", _("training entry point: DDP setup, training loop, checkpoints, --smoke")),
+        ("train.py", _("training with {f}: checkpoints, resume, --smoke").format(
+            f=FRAMEWORK_TITLES[spec.framework])),
         ("model.py", _("the model; replace it with yours")),
         ("data.py", _("the dataset; replace it with yours")),
-        ("launch/single_node.sh", _("torchrun on this machine")),
-    ]
+        ("launch/single_node.sh", _("python on this machine") if spec.framework == "dp"
+         else _("torchrun on this machine")),
+    ]  # fmt: skip
     if spec.multi_node:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
     files += [
@@ -63,8 +75,10 @@ def context(spec: Spec) -> dict[str, Any]:
         "genie_version": __version__,
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
-        "requirements": compat.requirements(spec.torch),
+        "requirements": compat.requirements(spec.torch, spec.python, spec.framework, spec.task),
         "framework_title": FRAMEWORK_TITLES[spec.framework],
+        "task_title": TASK_TITLES[spec.task],
+        "processes_per_node": spec.processes_per_node,
         "world_size": spec.world_size,
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,

@@ -41,6 +41,7 @@ class SmokePlan:
     device: str
     precision: str
     notes: tuple[str, ...]  # how the test differs from the planned deployment
+    devices: int | None = None  # DataParallel: the devices one process must drive
 
 
 @dataclass
@@ -71,6 +72,18 @@ def plan(
         precision = "bf16" if spec.precision == "fp16" else spec.precision
         if precision != spec.precision:
             notes.append(_("fp16 needs CUDA: tested bf16 on CPU"))
+    train = (
+        "train.py",
+        "--smoke",
+        "--precision",
+        precision,
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+    )
+    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    if spec.framework == "dp":  # one process drives every device
+        devices = machine.gpus or 1
+        return SmokePlan((python, *train), env, 1, "none", device, precision, tuple(notes), devices)
     if spec.world_size != nproc or spec.multi_node:
         notes.append(
             _("planned {nodes} node(s) x {per} processes; tested 1 node x {n}").format(
@@ -79,10 +92,8 @@ def plan(
         )
     argv = (
         python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "--tee=3", "train.py", "--smoke", "--precision", precision,
-        "--checkpoint-dir", str(checkpoint_dir),
+        "--tee=3", *train,
     )  # fmt: skip
-    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
     return SmokePlan(argv, env, nproc, backend, device, precision, tuple(notes))
 
 
@@ -134,6 +145,12 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
         value = report[key]
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             problems.append(_("{key} is not finite: {v}").format(key=key, v=value))
+    if p.devices is not None and report.get("devices") != p.devices:
+        problems.append(
+            _("trained on {got} device(s), expected {want}").format(
+                got=report.get("devices"), want=p.devices
+            )
+        )
     if report["params_in_sync"] is not True:
         problems.append(_("parameters differ across ranks after training"))
     return problems

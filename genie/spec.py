@@ -52,6 +52,9 @@ class Field:
     check: Callable[[Any], str | None] | None = None  # returns what is accepted, or None
     applies: Callable[[Answers], bool] = _always
     normalize: Callable[[str], str] | None = None
+    choice_help: dict[str, str] | None = None  # one line per choice, for the wizard
+    available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
+    warnings: dict[str, str] | None = None  # printed when that choice is made
 
     @property
     def flag(self) -> str:
@@ -203,26 +206,42 @@ def _const(value: Any) -> Callable[[Answers, Machine], Any]:
 
 # ---------------------------------------------------------------- the fields
 
+TASKS = {
+    "custom": _("a small model and synthetic dataset with clear places to plug in your own"),
+    "nlp": _("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
+    "cv": _("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
+}
+FRAMEWORKS = {
+    "ddp": _("plain PyTorch DistributedDataParallel: one process per device, full control"),
+    "lightning": _("PyTorch Lightning Trainer with the DDP strategy"),
+    "hf": _("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
+    "dp": _("torch.nn.DataParallel: one process, one node; simplest but slowest"),
+}
+DP_WARNING = _(
+    "DataParallel is slower than DDP even on one node (one Python process drives every GPU "
+    "and copies the model to each of them every step); move to --framework ddp to scale"
+)
+
+
+def _frameworks_available(answers: Answers) -> tuple[str, ...]:
+    # DataParallel lives in one process: it cannot span nodes.
+    return tuple(f for f in FRAMEWORKS if f != "dp" or not _multi_node(answers))
+
+
+def _not_dp(answers: Answers) -> bool:
+    return answers.get("framework") != "dp"
+
+
 FIELDS: tuple[Field, ...] = (
     Field(
         "name", str, _("Project name"),
-        _("Used for the package, README title and rendezvous id; defaults to the directory name."),
+        _("Used for the README title and the rendezvous id; defaults to the directory name."),
         default=_const(None), check=_check_name,
     ),
     Field(
         "nodes", int, _("How many nodes (machines)?"),
         _("Each node runs one torchrun; 1 keeps everything on this machine."),
         default=_const(1), minimum=1, maximum=4096,
-    ),
-    Field(
-        "gpus_per_node", int, _("GPUs per node?"),
-        _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
-        default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
-    ),
-    Field(
-        "nproc_per_node", int, _("Processes per node?"),
-        _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
-        default=_default_nproc, minimum=1, maximum=256,
     ),
     Field(
         "master_addr", str, _("Master address (node 0's hostname or IP)?"),
@@ -241,6 +260,11 @@ FIELDS: tuple[Field, ...] = (
         default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
     ),
     Field(
+        "gpus_per_node", int, _("GPUs per node?"),
+        _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
+        default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
+    ),
+    Field(
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
         default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
@@ -253,13 +277,19 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "task", str, _("Task?"),
-        _("custom: a small model and dataset with clear places to plug in your own."),
-        default=_const("custom"), choices=("custom",),
+        _("The model and data; every framework shares the same task code."),
+        default=_const("custom"), choices=tuple(TASKS), choice_help=TASKS,
     ),
     Field(
         "framework", str, _("Framework?"),
-        _("ddp: plain PyTorch DistributedDataParallel, one process per device."),
-        default=_const("ddp"), choices=("ddp",),
+        _("Who runs the training loop; all of them launch with torchrun except dp."),
+        default=_const("ddp"), choices=tuple(FRAMEWORKS), choice_help=FRAMEWORKS,
+        available=_frameworks_available, warnings={"dp": DP_WARNING},
+    ),
+    Field(
+        "nproc_per_node", int, _("Processes per node?"),
+        _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
+        default=_default_nproc, minimum=1, maximum=256, applies=_not_dp,
     ),
     Field(
         "precision", str, _("Precision?"),
@@ -307,15 +337,15 @@ class Spec:
 
     name: str
     nodes: int
-    gpus_per_node: int
-    nproc_per_node: int
     master_addr: str | None
     master_port: int | None
     rdzv: str | None
+    gpus_per_node: int
     torch: str
     python: str
     task: str
     framework: str
+    nproc_per_node: int | None  # None for DataParallel: one process
     precision: str
     batch_size: int
     grad_accum: int
@@ -329,8 +359,21 @@ class Spec:
         return self.nodes > 1
 
     @property
+    def processes_per_node(self) -> int:
+        return self.nproc_per_node or 1
+
+    @property
     def world_size(self) -> int:
-        return self.nodes * self.nproc_per_node
+        return self.nodes * self.processes_per_node
+
+    def warnings(self) -> list[str]:
+        """What the user should know about the choices made (e.g. DataParallel is slow)."""
+        answers = self.answers()
+        return [
+            f.warnings[answers[f.name]]
+            for f in FIELDS
+            if f.warnings and answers.get(f.name) in f.warnings
+        ]
 
     @property
     def global_batch(self) -> int:
@@ -341,8 +384,9 @@ class Spec:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-# The wizard's hook: given a field and its default, return the user's (parsed) answer.
-Ask = Callable[[Field, Any], Any]
+# The wizard's hook: given a field, its default and the answers so far, return the
+# user's (parsed) answer.
+Ask = Callable[[Field, Any, Answers], Any]
 
 
 def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str, Any]:
@@ -370,7 +414,7 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
         elif given is not None:
             values[f.name] = f.parse(given)
         elif ask is not None:
-            values[f.name] = ask(f, f.default(values, machine))
+            values[f.name] = ask(f, f.default(values, machine), values)
         else:
             values[f.name] = f.default(values, machine)
     return values
@@ -379,7 +423,12 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
 def _cross_check(v: Mapping[str, Any]) -> None:
     """Rules that involve several answers; they run once, after every answer is in."""
     label = FIELD_BY_NAME
-    if v["gpus_per_node"] and v["nproc_per_node"] > v["gpus_per_node"]:
+    if v["framework"] == "dp" and v["nodes"] > 1:
+        raise SpecError(
+            label["framework"].label, "dp",
+            _("DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"),
+        )  # fmt: skip
+    if v["gpus_per_node"] and v["nproc_per_node"] and v["nproc_per_node"] > v["gpus_per_node"]:
         raise SpecError(
             label["nproc_per_node"].label, v["nproc_per_node"],
             _("at most one process per GPU: {n} or fewer").format(n=v["gpus_per_node"]),
@@ -396,6 +445,10 @@ def _cross_check(v: Mapping[str, Any]) -> None:
         problem = compat.compile_problem(v["torch"], v["python"])
         if problem:
             raise SpecError(label["compile"].label, True, problem + _("; use --no-compile"))
+    try:
+        compat.requirements(v["torch"], v["python"], v["framework"], v["task"])
+    except LookupError as err:
+        raise SpecError(label["framework"].label, v["framework"], str(err)) from None
 
 
 def build_spec(raw: Answers, machine: Machine, ask: Ask | None = None) -> Spec:

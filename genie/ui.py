@@ -4,6 +4,8 @@ terminal or NO_COLOR is set. Nothing here decides anything."""
 from __future__ import annotations
 
 import functools
+
+from rich.markup import escape
 from typing import TYPE_CHECKING
 
 from genie.i18n import _
@@ -50,6 +52,12 @@ def summary(spec: Spec) -> None:
         f"{spec.global_batch} = {spec.batch_size} x {spec.world_size} x {spec.grad_accum}",
     )
     console().print(table)
+    for warning in spec.warnings():
+        warn(warning)
+
+
+def warn(message: str) -> None:
+    console().print(f"[yellow]! {escape(message)}[/]")
 
 
 def files(target: str, described: list[tuple[str, str]]) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from genie.detect import Machine
 from genie.errors import SpecError
 from genie.i18n import _
-from genie.spec import Field, Spec
+from genie.spec import Answers, Field, Spec
 
 # What the machine told us, shown next to the question it informs.
 _DETECTED: dict[str, Callable[[Machine], str | None]] = {
@@ -37,18 +37,22 @@ def _validator(field: Field) -> Callable[[str], Any]:
     return validate
 
 
-def make_ask(machine: Machine, **prompt_kwargs: Any) -> Callable[[Field, Any], Any]:
+def make_ask(machine: Machine, **prompt_kwargs: Any) -> Callable[[Field, Any, Answers], Any]:
     """An ``ask`` callback for build_spec. ``prompt_kwargs`` (``input``/``output``) go to
     prompt_toolkit, which is how tests type into the wizard."""
     import questionary
 
-    def ask(field: Field, default: Any) -> Any:
+    def ask(field: Field, default: Any, answers: Answers) -> Any:
         hint = _hint(field, machine)
         if field.choices:
+            offered = field.available(answers) if field.available else field.choices
+            described = field.choice_help or {}
             question = questionary.select(
                 field.question,
-                choices=list(field.choices),
-                default=default if default in field.choices else None,
+                choices=[
+                    questionary.Choice(c, value=c, description=described.get(c)) for c in offered
+                ],
+                default=default if default in offered else None,
                 instruction=hint,
                 **prompt_kwargs,
             )
@@ -65,9 +69,20 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Callable[[Field, Any], A
                 **prompt_kwargs,
             )
         # unsafe_ask lets Ctrl-C (KeyboardInterrupt) and end of input (EOFError) through.
-        return field.parse(question.unsafe_ask())
+        value = field.parse(question.unsafe_ask())
+        if field.warnings and value in field.warnings:
+            questionary.print(
+                "  ! " + field.warnings[value],
+                style="fg:ansiyellow",
+                **_print_kwargs(prompt_kwargs),
+            )
+        return value
 
     return ask
+
+
+def _print_kwargs(prompt_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {"output": prompt_kwargs["output"]} if "output" in prompt_kwargs else {}
 
 
 def confirm(spec: Spec, **prompt_kwargs: Any) -> bool:
