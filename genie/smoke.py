@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from genie import contract
 from genie.detect import Machine
-from genie.errors import GenieError
+from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
 from genie.spec import Spec
 
@@ -166,7 +166,7 @@ def run(
     """Run the smoke test of the project in ``project``; never raises for a failing project."""
     if not (project / "train.py").is_file():
         raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
-    _require_torch()
+    _require_packages(spec)
     with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
         p = plan(spec, machine, Path(checkpoints))
         lines: list[str] = []
@@ -247,12 +247,22 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _require_torch() -> None:
+def missing_packages(spec: Spec) -> list[str]:
+    """What the project imports that genie's own Python (which runs the smoke test) lacks."""
     from importlib.util import find_spec
 
-    if find_spec("torch") is None:
-        raise GenieError(
-            _("the smoke test needs torch in genie's Python ({py}): pip install torch").format(
-                py=sys.executable
-            )
+    from genie import compat
+
+    needed = ("torch", *compat.FRAMEWORK_PACKAGES[spec.framework], *compat.TASK_PACKAGES[spec.task])
+    return [name for name in dict.fromkeys(needed) if find_spec(name) is None]
+
+
+def _require_packages(spec: Spec) -> None:
+    missing = missing_packages(spec)
+    if missing:
+        raise SmokeFailed(
+            _(
+                "the smoke test runs in genie's Python ({py}), which lacks {pkgs}: "
+                "pip install -r requirements.txt there, then run genie smoke again"
+            ).format(py=sys.executable, pkgs=", ".join(missing))
         )

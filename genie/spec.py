@@ -55,6 +55,7 @@ class Field:
     choice_help: dict[str, str] | None = None  # one line per choice, for the wizard
     available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
     warnings: dict[str, str] | None = None  # printed when that choice is made
+    not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
 
     @property
     def flag(self) -> str:
@@ -290,6 +291,7 @@ FIELDS: tuple[Field, ...] = (
         "nproc_per_node", int, _("Processes per node?"),
         _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
         default=_default_nproc, minimum=1, maximum=256, applies=_not_dp,
+        not_applicable=_("does not apply to --framework dp, which runs one process"),
     ),
     Field(
         "precision", str, _("Precision?"),
@@ -407,9 +409,7 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
         given = raw.get(f.name)
         if not f.applies(values):
             if given is not None:
-                raise SpecError(
-                    f.label, given, _("only applies to multi-node projects (--nodes 2 or more)")
-                )
+                raise SpecError(f.label, given, f.not_applicable)
             values[f.name] = None
         elif given is not None:
             values[f.name] = f.parse(given)

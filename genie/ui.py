@@ -4,9 +4,9 @@ terminal or NO_COLOR is set. Nothing here decides anything."""
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from typing import TYPE_CHECKING
 
 from genie.i18n import _
 

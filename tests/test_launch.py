@@ -52,3 +52,8 @@ def test_shell_script_line_expands_node_rank_and_quotes_the_rest(gpu_machine):
     line = launch.shell_join(launch.multi_node_args(build_spec(raw, gpu_machine)))
     assert '--node_rank="$NODE_RANK"' in line
     assert shlex.split(line.replace('"$NODE_RANK"', "1"))[3] == "--node_rank=1"
+
+
+def test_dataparallel_launches_one_plain_python_process(gpu_machine):
+    [cmd] = launch.commands(build_spec({"name": "p", "framework": "dp"}, gpu_machine))
+    assert list(cmd.argv) == ["python", "train.py"]

@@ -59,14 +59,14 @@ def test_every_python_file_is_black_formatted_and_compiles(rendered, variant):
             compile(text, path, "exec")
 
 
-def test_generated_projects_pass_ruff(rendered, tmp_path):
-    for variant, files in rendered.items():
-        render.write_project(tmp_path / variant, files)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_project_passes_ruff_including_import_order(rendered, variant, tmp_path):
+    render.write_project(tmp_path / "p", rendered[variant])
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B,I,UP",
+         "--target-version", "py310", "."],
+        cwd=tmp_path / "p", capture_output=True, text=True,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -94,11 +94,42 @@ def test_train_py_has_the_distributed_essentials(rendered):
     source = rendered["cpu-default"]["train.py"].decode()
     found = calls(source)
     for name in (
-        "sampler.set_epoch", "ddp_model.no_sync", "dist.destroy_process_group", "gc.collect",
+        "sampler.set_epoch", "no_sync", "dist.destroy_process_group", "gc.collect",
         "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
     ):  # fmt: skip
         assert name in found, name
+    assert "ddp_model.no_sync" in source  # the DDP model's no_sync drives accumulation
     assert 'int(os.environ["LOCAL_RANK"])' in source
+
+
+@pytest.mark.parametrize("task", ["custom", "nlp", "cv"])
+def test_task_code_is_shared_by_every_framework(rendered, task):
+    """model.py and data.py come from one partial per task, whatever the framework."""
+    base = rendered["cpu-default"] if task == "custom" else rendered[f"ddp-{task}"]
+    for framework in ("lightning", "hf", "dp"):
+        files = rendered[f"{framework}-{task}"]
+        assert files["model.py"] == base["model.py"] and files["data.py"] == base["data.py"]
+
+
+def test_lightning_sizes_the_trainer_from_torchrun(rendered):
+    source = rendered["lightning-custom"]["train.py"].decode()
+    assert {"devices", "num_nodes", "strategy", "precision"} <= keywords(source, "L.Trainer")
+    assert 'os.environ.get("LOCAL_WORLD_SIZE", "1")' in source
+    assert "pytorch_lightning" not in source  # one import style only
+
+
+def test_hf_trainer_arguments(rendered):
+    source = rendered["hf-nlp"]["train.py"].decode()
+    kws = keywords(source, "TrainingArguments")
+    assert {"per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16",
+            "ddp_find_unused_parameters", "use_cpu", "report_to"} <= kws  # fmt: skip
+
+
+def test_dataparallel_is_plain_python_and_explains_itself(rendered):
+    files = rendered["dp-custom"]
+    assert "nn.DataParallel" in calls(files["train.py"].decode())
+    assert "exec python train.py" in files["launch/single_node.sh"].decode()
+    assert "slower than DistributedDataParallel" in files["README.md"].decode()
 
 
 def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
@@ -114,11 +145,17 @@ def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
     assert "launch/multi_node.sh" not in rendered["cpu-default"]
 
 
-def test_requirements_pin_the_chosen_torch(rendered):
-    assert (
-        "torch>=1.13,<1.14\nnumpy<2\n" in rendered["torch1.13-py3.10"]["requirements.txt"].decode()
+def test_requirements_pin_the_chosen_torch_and_framework(rendered):
+    def requirements(variant: str) -> str:
+        return rendered[variant]["requirements.txt"].decode()
+
+    assert "torch>=1.13,<1.14\nnumpy<2\n" in requirements("torch1.13-py3.10")
+    assert "torch>=2.14,<2.15\n" in requirements("cpu-default")
+    assert "lightning>=" in requirements("lightning-custom")
+    assert all(
+        f"{p}>=" in requirements("hf-nlp") for p in ("transformers", "accelerate", "datasets")
     )
-    assert "torch>=2.14,<2.15\n" in rendered["cpu-default"]["requirements.txt"].decode()
+    assert "torchvision>=0.29,<0.30" in requirements("dp-cv")
 
 
 def test_user_text_is_never_rendered_as_jinja(cpu_machine):

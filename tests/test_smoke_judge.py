@@ -77,3 +77,29 @@ def test_plan_uses_every_visible_gpu_with_nccl(gpu_machine):
     )
     assert (p.nproc, p.backend, p.precision, p.notes) == (8, "nccl", "fp16", ())
     assert "CUDA_VISIBLE_DEVICES" not in p.env
+
+
+def test_dataparallel_runs_one_process_on_every_device_and_checks_it(gpu_machine):
+    p = smoke.plan(
+        build_spec({"name": "p", "framework": "dp"}, gpu_machine), gpu_machine, Path("/c")
+    )
+    assert (p.nproc, p.backend, p.devices) == (1, "none", 8)
+    assert "torch.distributed.run" not in p.argv and p.argv[1] == "train.py"
+    good = {**GOOD, "world_size": 1, "backend": "none", "devices": 8}
+    assert smoke.judge(p, 0, smoke.parse_reports([line(good)])) == []
+    problems = smoke.judge(p, 0, smoke.parse_reports([line({**good, "devices": 1})]))
+    assert "trained on 1 device(s), expected 8" in problems
+
+
+def test_missing_framework_packages_are_named_before_anything_runs(cpu_machine, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "lightning" else real(name, *a),
+    )
+    spec = build_spec({"name": "p", "framework": "lightning"}, cpu_machine)
+    assert smoke.missing_packages(spec) == ["lightning"]
+    assert smoke.missing_packages(build_spec({"name": "p"}, cpu_machine)) == []

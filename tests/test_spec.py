@@ -32,6 +32,9 @@ def spec_of(machine, **raw):
         ({"lr": "3e-4"}, {"lr": 3e-4}),
         ({"compile": False, "seed": 0}, {"compile": False, "seed": 0}),
         ({"torch": "1.13", "python": "3.10"}, {"torch": "1.13"}),
+        ({"framework": "dp", "gpus_per_node": 4}, {"nproc_per_node": None, "world_size": 1}),
+        ({"framework": "lightning", "task": "cv"}, {"framework": "lightning", "task": "cv"}),
+        ({"framework": "hf", "task": "nlp", "torch": "2.4", "python": "3.10"}, {"framework": "hf"}),
     ],
 )  # fmt: skip
 def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
@@ -67,7 +70,14 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"lr": "nan"}, "lr (--lr): 'nan' is not valid: a number"),
         ({"lr": 0}, "lr (--lr): 0 is not valid"),
         ({"compile": "maybe"}, "compile (--compile): 'maybe' is not valid: true or false"),
-        ({"framework": "dp"}, "framework (--framework): 'dp' is not valid: one of: ddp"),
+        ({"framework": "jax"}, "framework (--framework): 'jax' is not valid: one of: ddp, lightning, hf, dp"),
+        ({"task": "rl"}, "task (--task): 'rl' is not valid: one of: custom, nlp, cv"),
+        ({"framework": "dp", "nodes": 2, "master_addr": "h"},
+         "framework (--framework): 'dp' is not valid: DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"),
+        ({"framework": "dp", "nproc_per_node": 2},
+         "nproc_per_node (--nproc-per-node): 2 is not valid: does not apply to --framework dp, which runs one process"),
+        ({"framework": "lightning", "torch": "1.13", "python": "3.7"},
+         "framework (--framework): 'lightning' is not valid: no lightning release supports torch 1.13 on Python 3.7"),
         ({"torch": "1.13", "python": "3.11"}, "torch (--torch): '1.13' is not valid: torch 1.13 supports Python 3.7-3.10, not 3.11"),
         ({"torch": "1.13", "python": "3.10", "compile": True}, "torch.compile needs torch 2.0 or newer"),
         ({"torch": "2.0", "python": "3.11", "compile": True},
@@ -133,3 +143,8 @@ def test_malformed_answers_file_is_refused_in_one_line(tmp_path, content, messag
 def test_unreadable_answers_file_is_refused(tmp_path):
     with pytest.raises(GenieError, match="cannot read answers file .*No such file"):
         load_answers(tmp_path / "missing.yml")
+
+
+def test_dataparallel_warns_that_it_is_slower_than_ddp(cpu_machine):
+    assert any("slower than DDP" in w for w in spec_of(cpu_machine, framework="dp").warnings())
+    assert spec_of(cpu_machine).warnings() == []

@@ -22,9 +22,9 @@ def run_wizard(machine, keys: str, raw=None, then_eof: bool = False):
             pipe.close()
         ask = wizard.make_ask(machine, input=pipe, output=DummyOutput())
 
-        def recording_ask(field, default):
+        def recording_ask(field, default, answers):
             asked.append(field.name)
-            return ask(field, default)
+            return ask(field, default, answers)
 
         spec = build_spec({"name": "proj", **(raw or {})}, machine, ask=recording_ask)
     return spec, asked
@@ -45,25 +45,36 @@ def test_defaults_shown_are_detected_from_the_machine(gpu_machine):
 def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
     keys = (
         CLEAR + "2" + ENTER  # nodes
-        + CLEAR + "4" + ENTER  # gpus per node
-        + ENTER  # nproc: default 4
         + CLEAR + "10.0.0.7" + ENTER  # master addr
         + ENTER  # port 29500
         + DOWN + ENTER  # rdzv: static
+        + CLEAR + "4" + ENTER  # gpus per node
+        + ENTER * 4  # torch, python, task, framework
+        + ENTER  # nproc: default 4
         + ENTER * 20
     )  # fmt: skip
     spec, asked = run_wizard(cpu_machine, keys)
-    assert asked[:6] == [
-        "nodes",
-        "gpus_per_node",
-        "nproc_per_node",
-        "master_addr",
-        "master_port",
-        "rdzv",
-    ]
+    assert asked[:6] == ["nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch"]
     assert (spec.nodes, spec.gpus_per_node, spec.nproc_per_node) == (2, 4, 4)
     assert (spec.master_addr, spec.master_port, spec.rdzv) == ("10.0.0.7", 29500, "static")
     assert spec.precision == "bf16"  # the default follows the GPU answer
+
+
+def test_picking_a_task_and_framework_from_the_lists(cpu_machine):
+    keys = ENTER * 4 + DOWN + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # cv, lightning
+    spec, asked = run_wizard(cpu_machine, keys)
+    assert (spec.task, spec.framework) == ("cv", "lightning")
+
+
+def test_dataparallel_skips_the_process_count_and_is_offered_only_on_one_node(cpu_machine):
+    keys = ENTER * 5 + DOWN * 3 + ENTER + ENTER * 20  # framework: dp (4th)
+    spec, asked = run_wizard(cpu_machine, keys)
+    assert spec.framework == "dp" and spec.nproc_per_node is None and spec.world_size == 1
+    assert "nproc_per_node" not in asked
+    # on two nodes the list has no dp: the same keys land on another framework
+    keys = CLEAR + "2" + ENTER + ENTER * 7 + DOWN * 3 + ENTER + ENTER * 20
+    spec, _ = run_wizard(cpu_machine, keys)
+    assert spec.nodes == 2 and spec.framework in ("ddp", "lightning", "hf")
 
 
 def test_answers_already_given_are_not_asked(cpu_machine):
@@ -81,7 +92,7 @@ def test_an_invalid_reply_is_refused_and_asked_again(cpu_machine):
 
 def test_torch_choice_is_offered_newest_first(cpu_machine):
     machine = replace(cpu_machine, torch=None)
-    spec, _ = run_wizard(machine, ENTER * 3 + DOWN + ENTER + ENTER * 20)
+    spec, _ = run_wizard(machine, ENTER * 2 + DOWN + ENTER + ENTER * 20)
     assert spec.torch == "2.14"  # one below the newest (2.15)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-VARIANTS: dict[str, dict] = {
+TOPOLOGIES: dict[str, dict] = {
     "cpu-default": {},
     "gpu8-bf16-compile": {"gpus_per_node": 8, "compile": True, "grad_accum": 4},
     "multinode-c10d": {"nodes": 4, "gpus_per_node": 8, "master_addr": "gpu-node-0.cluster"},
@@ -13,3 +13,14 @@ VARIANTS: dict[str, dict] = {
     "torch1.13-py3.10": {"torch": "1.13", "python": "3.10", "gpus_per_node": 2, "precision": "fp16"},
     "torch2.2-fp16": {"torch": "2.2", "gpus_per_node": 2, "precision": "fp16"},
 }  # fmt: skip
+
+FRAMEWORKS = ("ddp", "lightning", "hf", "dp")
+TASKS = ("custom", "nlp", "cv")
+# Every framework x task; ddp x custom is cpu-default above.
+COMBOS: dict[str, dict] = {
+    f"{framework}-{task}": {"framework": framework, "task": task}
+    for framework in FRAMEWORKS
+    for task in TASKS
+}
+
+VARIANTS: dict[str, dict] = {**TOPOLOGIES, **{k: v for k, v in COMBOS.items() if k != "ddp-custom"}}

@@ -1,17 +1,19 @@
 """The model: a small MLP classifier.
 
-Plug in your own: replace ``Classifier`` with any ``nn.Module`` that maps a batch of
-inputs from data.py to logits, and keep ``build_model``'s signature (``smoke=True``
-must stay tiny and build without downloads).
+Plug in your own: return any ``nn.Module`` from ``build_model`` whose ``forward`` takes
+the dataset's input entries as keyword arguments and returns logits. ``--smoke`` must
+stay tiny and build without downloads.
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
-from data import IN_FEATURES, NUM_CLASSES
+from data import IN_FEATURES
 
 
 @dataclass(frozen=True)
@@ -19,15 +21,14 @@ class ModelConfig:
     in_features: int = IN_FEATURES
     hidden: int = 256
     depth: int = 2
-    num_classes: int = NUM_CLASSES
     dropout: float = 0.1
 
 
-SMOKE_CONFIG = ModelConfig(hidden=16, depth=1)
+SMOKE_CONFIG = ModelConfig(hidden=16, depth=1, dropout=0.0)
 
 
 class Classifier(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, num_classes: int) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         width = config.in_features
@@ -38,12 +39,12 @@ class Classifier(nn.Module):
                 nn.Dropout(config.dropout),
             ]
             width = config.hidden
-        layers.append(nn.Linear(width, config.num_classes))
+        layers.append(nn.Linear(width, num_classes))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, inputs):
-        return self.net(inputs)
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features)
 
 
-def build_model(smoke: bool = False) -> nn.Module:
-    return Classifier(SMOKE_CONFIG if smoke else ModelConfig())
+def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
+    return Classifier(SMOKE_CONFIG if args.smoke else ModelConfig(), num_classes)

@@ -4,8 +4,7 @@ One process per device, started by torchrun (see launch/ and README.md):
 
     bash launch/single_node.sh                 # this machine, 4 processes
     bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
-    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt
-"""
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt"""
 
 from __future__ import annotations
 
@@ -27,13 +26,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from data import build_dataset
+import data
 from model import build_model
 
 log = logging.getLogger("train")
 
 SMOKE_MARKER = "GENIE_SMOKE "
-# --smoke overrides: small enough to finish in seconds on two CPU processes.
+# --smoke defaults: small enough to finish in seconds on two CPU processes.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
 
@@ -42,8 +41,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32, help="per process")
+    parser.add_argument("--epochs", type=int, help="default: 3 (2 with --smoke)")
+    parser.add_argument(
+        "--batch-size", type=int, help="per process; default: 32 (4 with --smoke)"
+    )
     parser.add_argument(
         "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
     )
@@ -65,21 +66,142 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
     parser.add_argument(
-        "--resume", action="store_true", help="continue from CHECKPOINT_DIR/last.pt"
+        "--resume", action="store_true", help="continue from the last checkpoint"
     )
     parser.add_argument(
         "--smoke",
         action="store_true",
         help="tiny model, synthetic data, a few steps, no downloads",
     )
+    data.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = SMOKE_EPOCHS if args.smoke else 3
+    if args.batch_size is None:
+        args.batch_size = SMOKE_BATCH_SIZE if args.smoke else 32
     if args.smoke:
-        args.epochs, args.batch_size, args.num_workers = (
-            SMOKE_EPOCHS,
-            SMOKE_BATCH_SIZE,
-            0,
-        )
+        args.num_workers = 0
     return args
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def make_scaler(precision: str) -> torch.amp.GradScaler:
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range: no scaler.
+    return torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write a temp file, then rename it: a crash mid-save keeps the old checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def mean_across_ranks(value: torch.Tensor) -> float:
+    """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
+    # NCCL reduces only CUDA tensors.
+    cuda = dist.get_backend() == "nccl"
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if cuda
+        else torch.device("cpu")
+    )
+    total = value.detach().float().to(device)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total.item() / dist.get_world_size()
+
+
+def params_in_sync(module: torch.nn.Module) -> bool:
+    """True when all ranks hold identical parameters (elementwise max == min)."""
+    flat = torch.cat([p.detach().float().reshape(-1) for p in module.parameters()])
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    return bool(torch.equal(high, low))
+
+
+def smoke_report(losses: list[torch.Tensor], module: torch.nn.Module, **facts) -> dict:
+    """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
+    return {
+        "world_size": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        **facts,
+        "first_loss": mean_across_ranks(losses[0]) if losses else None,
+        "last_loss": mean_across_ranks(losses[-1]) if losses else None,
+        "params_in_sync": params_in_sync(module),
+    }
+
+
+def shutdown() -> None:
+    """Tear the process group down once everything that used it is gone.
+
+    Collect the model, optimizer and collective results first: otherwise gloo can abort
+    at exit while a worker thread frees the last collective's tensors
+    (pytorch/pytorch#190489).
+    """
+    gc.collect()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def train_epoch(
+    args: argparse.Namespace,
+    forward: torch.nn.Module,
+    model: torch.nn.Module,
+    loader: DataLoader,
+    optimizer: torch.optim.Optimizer,
+    scaler,
+    device: torch.device,
+    no_sync,
+    step: int,
+) -> tuple[int, list[torch.Tensor], torch.Tensor, int]:
+    """One pass over ``loader`` with gradient accumulation.
+
+    Returns the step count after it, the loss of each optimizer step, and the summed
+    micro-batch loss and micro-batch count (for the epoch mean).
+    """
+    step_losses: list[torch.Tensor] = []
+    epoch_loss, batches = torch.zeros((), device=device), 0
+    step_loss = torch.zeros((), device=device)
+    for i, batch in enumerate(loader):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        last_micro_step = (i + 1) % args.grad_accum == 0 or i + 1 == len(loader)
+        # no_sync skips the gradient all-reduce on all but the last micro-step;
+        # gradients accumulate locally and are averaged once, before the step.
+        with contextlib.nullcontext() if last_micro_step else no_sync():
+            with autocast(device, args.precision):
+                loss = nn.functional.cross_entropy(forward(**batch), labels)
+            scaler.scale(loss / args.grad_accum).backward()
+        step_loss += loss.detach() / args.grad_accum
+        epoch_loss += loss.detach()
+        batches += 1
+        if not last_micro_step:
+            continue
+
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        step_losses.append(step_loss)
+        step_loss = torch.zeros((), device=device)
+        if step % args.log_every == 0:
+            log.info("step %d loss %.4f (rank 0)", step, step_losses[-1].item())
+        if args.max_steps is not None and step >= args.max_steps:
+            break
+    return step, step_losses, epoch_loss, batches
 
 
 def setup_distributed() -> torch.device:
@@ -111,45 +233,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def make_scaler(precision: str) -> torch.cuda.amp.GradScaler:
-    # fp16 gradients underflow without loss scaling; bf16 has fp32's range: no scaler.
-    return torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-
-
-def mean_across_ranks(value: torch.Tensor) -> float:
-    """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
-    total = value.detach().clone()
-    dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return total.item() / dist.get_world_size()
-
-
-def params_in_sync(model: nn.Module) -> bool:
-    """True when all ranks hold identical parameters (elementwise max == min)."""
-    flat = torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
-    high, low = flat.clone(), flat.clone()
-    dist.all_reduce(high, op=dist.ReduceOp.MAX)
-    dist.all_reduce(low, op=dist.ReduceOp.MIN)
-    return bool(torch.equal(high, low))
-
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    """Write a temp file, then rename it: a crash mid-save keeps the old checkpoint."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def load_checkpoint(path: Path) -> dict | None:
     """Rank 0 reads the checkpoint and sends it to every rank.
 
@@ -172,7 +255,10 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
     seed_everything(args.seed)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
 
-    dataset = build_dataset(smoke=args.smoke)
+    if rank == 0:
+        data.prepare(args)  # downloads happen once, while the other ranks wait
+    dist.barrier()
+    dataset = data.build_dataset(args)
     # Each rank reads a disjoint shard of every epoch.
     sampler = DistributedSampler(
         dataset, num_replicas=world_size, rank=rank, seed=args.seed
@@ -186,12 +272,11 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         persistent_workers=args.num_workers > 0,
     )
 
-    model = build_model(smoke=args.smoke).to(device)
+    model = build_model(args, dataset.num_classes).to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=args.lr, weight_decay=args.weight_decay
     )
     scaler = make_scaler(args.precision)
-    loss_fn = nn.CrossEntropyLoss()
 
     checkpoint_path = args.checkpoint_dir / "last.pt"
     start_epoch, step = 0, 0
@@ -217,64 +302,38 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
     ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     forward = torch.compile(ddp_model) if args.compile else ddp_model
 
-    samples_per_step = args.batch_size * world_size * args.grad_accum
     log.info(
         "world size %d on %s (%s); global batch %d = %d per rank x %d ranks x %d",
         world_size,
         device.type,
         dist.get_backend(),
-        samples_per_step,
+        args.batch_size * world_size * args.grad_accum,
         args.batch_size,
         world_size,
         args.grad_accum,
     )
-
-    step_losses: list[torch.Tensor] = []
+    losses: list[torch.Tensor] = []
     started = time.perf_counter()
     for epoch in range(start_epoch, args.epochs):
         # Without set_epoch every epoch would replay the same shuffle on every rank.
         sampler.set_epoch(epoch)
         ddp_model.train()
-        epoch_loss, epoch_batches = torch.zeros((), device=device), 0
-        step_loss = torch.zeros((), device=device)
         epoch_started = time.perf_counter()
-        for i, (inputs, targets) in enumerate(loader):
-            inputs = inputs.to(device, non_blocking=True)
-            targets = targets.to(device, non_blocking=True)
-            last_micro_step = (i + 1) % args.grad_accum == 0 or i + 1 == len(loader)
-            # no_sync skips the gradient all-reduce on all but the last micro-step;
-            # gradients accumulate locally and are averaged once, before the step.
-            with contextlib.nullcontext() if last_micro_step else ddp_model.no_sync():
-                with autocast(device, args.precision):
-                    loss = loss_fn(forward(inputs), targets)
-                scaler.scale(loss / args.grad_accum).backward()
-            step_loss += loss.detach() / args.grad_accum
-            epoch_loss += loss.detach()
-            epoch_batches += 1
-            if not last_micro_step:
-                continue
-
-            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-            nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            step_losses.append(step_loss)
-            step_loss = torch.zeros((), device=device)
-            if step % args.log_every == 0:
-                log.info(
-                    "epoch %d step %d loss %.4f (rank 0)",
-                    epoch,
-                    step,
-                    step_losses[-1].item(),
-                )
-            if args.max_steps is not None and step >= args.max_steps:
-                break
-
+        step, step_losses, loss_sum, batches = train_epoch(
+            args,
+            forward,
+            model,
+            loader,
+            optimizer,
+            scaler,
+            device,
+            ddp_model.no_sync,
+            step,
+        )
+        losses += step_losses
         seconds = time.perf_counter() - epoch_started
-        loss = mean_across_ranks(epoch_loss / max(epoch_batches, 1))
-        throughput = epoch_batches * args.batch_size * world_size / seconds
+        loss = mean_across_ranks(loss_sum / max(batches, 1))
+        throughput = batches * args.batch_size * world_size / seconds
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
         if rank == 0:
             save_checkpoint(
@@ -290,17 +349,14 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         if args.max_steps is not None and step >= args.max_steps:
             break
 
-    report = {
-        "world_size": world_size,
-        "backend": dist.get_backend(),
-        "device": device.type,
-        "precision": args.precision,
-        "steps": step,
-        "first_loss": mean_across_ranks(step_losses[0]) if step_losses else None,
-        "last_loss": mean_across_ranks(step_losses[-1]) if step_losses else None,
-        "params_in_sync": params_in_sync(model),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    report = smoke_report(
+        losses,
+        model,
+        device=device.type,
+        precision=args.precision,
+        steps=step,
+        seconds=round(time.perf_counter() - started, 3),
+    )
     dist.barrier()  # rank 0's checkpoint is on disk before anyone exits
     return report
 
@@ -313,12 +369,7 @@ def main() -> None:
         if args.smoke and dist.get_rank() == 0:
             print(SMOKE_MARKER + json.dumps(report), flush=True)
     finally:
-        # train() has returned, so the model, optimizer and collective results are
-        # unreferenced; collect them before tearing the group down. Otherwise gloo can
-        # abort at exit while a worker thread frees the last collective's tensors
-        # (pytorch/pytorch#190489).
-        gc.collect()
-        dist.destroy_process_group()
+        shutdown()  # train() returned: its model, optimizer and tensors are garbage
 
 
 if __name__ == "__main__":
