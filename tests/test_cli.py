@@ -122,7 +122,7 @@ def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, mo
     from genie import cli, wizard
 
     def ask_nothing(machine, **kwargs):
-        def ask(field, default):
+        def ask(field, default, answers):
             raise EOFError
 
         return ask

@@ -23,11 +23,9 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child.sendline("")
     child.expect("GPUs per node")
     child.sendline("")
-    child.expect("Processes per node")
-    child.sendline("")
-    for question in ("PyTorch version", "Python version", "Task", "Framework", "Precision",
-                     "Batch size", "Gradient accumulation", "Epochs", "Learning rate",
-                     "torch.compile", "Random seed"):  # fmt: skip
+    for question in ("PyTorch version", "Python version", "Task", "Framework",
+                     "Processes per node", "Precision", "Batch size", "Gradient accumulation",
+                     "Epochs", "Learning rate", "torch.compile", "Random seed"):  # fmt: skip
         child.expect(question)
         child.send("\r")
     child.expect("Global batch")  # the summary

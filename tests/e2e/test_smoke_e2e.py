@@ -85,7 +85,7 @@ def test_smoke_fails_when_a_rank_raises(tmp_path):
 
 def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
     project = generate(tmp_path)
-    inject(project, "    report = {\n",
+    inject(project, "    report = smoke_report(\n",
            "    if rank == 1:\n        with torch.no_grad():\n"
            "            next(model.parameters()).add_(1.0)\n")  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)

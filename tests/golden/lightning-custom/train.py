@@ -91,7 +91,7 @@ def mean_across_ranks(value: torch.Tensor) -> float:
         if cuda
         else torch.device("cpu")
     )
-    total = value.detach().float().to(device)
+    total = value.detach().to(device=device, dtype=torch.float32, copy=True)
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.item() / dist.get_world_size()
 

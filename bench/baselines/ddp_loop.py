@@ -1,0 +1,39 @@
+"""A minimal hand-written DDP training loop (no checkpoints, no AMP, no accumulation)."""
+
+import gc
+import sys
+
+import torch
+import torch.distributed as dist
+from common import Synthetic, mlp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main() -> None:
+    epochs = int(sys.argv[1])
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    data = Synthetic()
+    sampler = DistributedSampler(data)
+    loader = DataLoader(
+        data, batch_size=32, sampler=sampler, num_workers=2, persistent_workers=True
+    )
+    model = DDP(mlp())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            loss = nn.functional.cross_entropy(model(batch["features"]), batch["labels"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    del model, opt, loss, loader
+    gc.collect()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

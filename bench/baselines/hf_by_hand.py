@@ -1,0 +1,35 @@
+"""The Hugging Face Trainer used by hand on the same task."""
+
+import sys
+
+import torch
+from common import Synthetic, mlp
+from torch import nn
+from transformers import Trainer, TrainingArguments
+
+
+class WithLoss(nn.Module):
+    accepts_loss_kwargs = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def forward(self, features, labels=None):
+        logits = self.net(features)
+        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    args = TrainingArguments(
+        output_dir=sys.argv[2], per_device_train_batch_size=32, num_train_epochs=int(sys.argv[1]),
+        learning_rate=1e-3, use_cpu=True, ddp_backend="gloo", report_to="none",
+        save_strategy="no", dataloader_num_workers=2, remove_unused_columns=False,
+        ddp_find_unused_parameters=False, disable_tqdm=True,
+    )  # fmt: skip
+    Trainer(model=WithLoss(), args=args, train_dataset=Synthetic()).train()
+
+
+if __name__ == "__main__":
+    main()

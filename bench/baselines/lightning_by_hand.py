@@ -1,0 +1,44 @@
+"""PyTorch Lightning used by hand: the usual LightningModule and Trainer, defaults kept."""
+
+import os
+import sys
+
+import lightning as L
+import torch
+from common import Synthetic, mlp
+from torch import nn
+from torch.utils.data import DataLoader
+
+
+class Module(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def training_step(self, batch, batch_idx):
+        return nn.functional.cross_entropy(self.net(batch["features"]), batch["labels"])
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=1e-3, weight_decay=0.01)
+
+
+def main() -> None:
+    L.seed_everything(0)
+    loader = DataLoader(
+        Synthetic(), batch_size=32, shuffle=True, num_workers=2, persistent_workers=True
+    )
+    devices = int(os.environ["LOCAL_WORLD_SIZE"])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=devices,
+        strategy="ddp",
+        max_epochs=int(sys.argv[1]),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Module(), loader)
+
+
+if __name__ == "__main__":
+    main()
