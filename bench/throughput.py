@@ -32,7 +32,7 @@ ENV = {
     "NO_COLOR": "1",
     "PYTHONPATH": str(HERE / "baselines"),
 }
-SAMPLES, PROCESSES, EXTRA = 8192, 2, 4
+SAMPLES, PROCESSES, EXTRA = 8192, 2, 10
 TORCHRUN = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}"]
 
 
@@ -94,7 +94,9 @@ def generated(work: Path, framework: str):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
-    runs = parser.parse_args().runs
+    parser.add_argument("--only", choices=("ddp", "lightning", "hf"), help="one framework")
+    options = parser.parse_args()
+    runs = options.runs
     work = Path(tempfile.mkdtemp(prefix="genie-throughput-"))
     base = HERE / "baselines"
     try:
@@ -105,6 +107,8 @@ def main() -> None:
             "hf": ("HF Trainer by hand", ["hf_by_hand.py", "{epochs}", str(work / "hf-out")]),
         }
         for framework, (baseline_name, script) in baselines.items():
+            if options.only and framework != options.only:
+                continue
 
             def baseline(epochs: int, script: list[str] = script) -> list[str]:
                 args = [a.format(epochs=epochs) for a in script[1:]] or [str(epochs)]

@@ -114,7 +114,6 @@ def test_task_code_is_shared_by_every_framework(rendered, task):
 def test_lightning_sizes_the_trainer_from_torchrun(rendered):
     source = rendered["lightning-custom"]["train.py"].decode()
     assert {"devices", "num_nodes", "strategy", "precision"} <= keywords(source, "L.Trainer")
-    assert 'os.environ.get("LOCAL_WORLD_SIZE", "1")' in source
     assert "pytorch_lightning" not in source  # one import style only
 
 
@@ -272,3 +271,32 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
     spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, cpu_machine)
     expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]
     assert result.returncode == 0 and result.stdout.split() == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8"}, (4, 2)),
+        ({"SLURM_NTASKS_PER_NODE": "8(x2)", "SLURM_NNODES": "2"}, (8, 2)),
+        ({}, (1, 1)),
+    ],
+)
+def test_lightning_reads_the_topology_torchrun_or_slurm_launched(
+    rendered, tmp_path, monkeypatch, env, expected
+):
+    render.write_project(tmp_path / "p", rendered["lightning-custom"])
+    for key in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_NNODES"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(str(tmp_path / "p"))
+    import importlib
+
+    for name in ("train", "data", "model"):
+        sys.modules.pop(name, None)
+    train = importlib.import_module("train")
+    try:
+        assert train.topology() == expected
+    finally:
+        for name in ("train", "data", "model"):
+            sys.modules.pop(name, None)

@@ -1,4 +1,5 @@
-"""The Hugging Face Trainer used by hand on the same task."""
+"""The Hugging Face Trainer used by hand on the same task, defaults kept (progress bar,
+checkpoint every 500 steps)."""
 
 import sys
 
@@ -25,8 +26,7 @@ def main() -> None:
     args = TrainingArguments(
         output_dir=sys.argv[2], per_device_train_batch_size=32, num_train_epochs=int(sys.argv[1]),
         learning_rate=1e-3, use_cpu=True, ddp_backend="gloo", report_to="none",
-        save_strategy="no", dataloader_num_workers=2, remove_unused_columns=False,
-        ddp_find_unused_parameters=False, disable_tqdm=True,
+        dataloader_num_workers=2, remove_unused_columns=False, ddp_find_unused_parameters=False,
     )  # fmt: skip
     Trainer(model=WithLoss(), args=args, train_dataset=Synthetic()).train()
 

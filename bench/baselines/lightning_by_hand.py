@@ -1,4 +1,5 @@
-"""PyTorch Lightning used by hand: the usual LightningModule and Trainer, defaults kept."""
+"""PyTorch Lightning used by hand: the usual LightningModule and Trainer, defaults kept
+(progress bar, checkpoint every epoch); no logger, as in the generated project."""
 
 import os
 import sys
@@ -16,7 +17,9 @@ class Module(L.LightningModule):
         self.net = mlp()
 
     def training_step(self, batch, batch_idx):
-        return nn.functional.cross_entropy(self.net(batch["features"]), batch["labels"])
+        loss = nn.functional.cross_entropy(self.net(batch["features"]), batch["labels"])
+        self.log("train_loss", loss, prog_bar=True)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-3, weight_decay=0.01)
@@ -34,8 +37,6 @@ def main() -> None:
         strategy="ddp",
         max_epochs=int(sys.argv[1]),
         logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
     )
     trainer.fit(Module(), loader)
 

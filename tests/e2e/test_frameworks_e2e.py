@@ -113,3 +113,35 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     checkpoints = sorted((project / "ck").glob("checkpoint-*"))
     assert checkpoints, "the Trainer wrote no checkpoint"
     assert (checkpoints[-1] / "trainer_state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("framework", "checkpoint", "resumed"),
+    [
+        ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
+        ("hf", "checkpoint-16", "'epoch': '2.125'"),  # logs start in the third epoch
+        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 32"),
+    ],
+)
+def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkpoint, resumed):
+    project = generate(tmp_path, "--framework", framework)
+    launcher = [sys.executable] if framework == "dp" else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]  # fmt: skip
+    env = {**os.environ, **OFFLINE}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*launcher, "train.py", "--smoke", "--checkpoint-dir", "ck", *args],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    first = run()
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert (project / "ck" / checkpoint).exists(), sorted(
+        p.name for p in (project / "ck").iterdir()
+    )
+    second = run("--resume", "--epochs", "3")
+    out = second.stdout + second.stderr
+    assert second.returncode == 0, out[-3000:]
+    assert resumed in out
+    assert "'epoch': '0.125'" not in out  # (hf) nothing of the first epoch was trained again
+    report = report_of(second.stdout)
+    assert report["steps"] == (48 if framework == "dp" else 24)  # one more epoch, not three
