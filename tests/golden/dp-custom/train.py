@@ -8,7 +8,8 @@ with `genie new ... --framework ddp`.
 
     bash launch/single_node.sh                 # python train.py
     bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
-    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt"""
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt
+"""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ SMOKE_MARKER = "GENIE_SMOKE "
 # --smoke defaults: small enough to finish in seconds on two CPU processes.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
+
+
+class FirstLast:
+    """The first and the latest of a stream of losses (all a report needs)."""
+
+    def __init__(self) -> None:
+        self.first: torch.Tensor | None = None
+        self.last: torch.Tensor | None = None
+
+    def add(self, loss: torch.Tensor) -> None:
+        if self.first is None:
+            self.first = loss
+        self.last = loss
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -203,7 +217,7 @@ def train(args: argparse.Namespace) -> dict:
     forward = torch.compile(parallel) if args.compile else parallel
     log.info("DataParallel over %d %s", max(gpus, 1), "GPUs" if gpus else "CPU")
 
-    losses: list[torch.Tensor] = []
+    losses = FirstLast()
     started = time.perf_counter()
     for epoch in range(start_epoch, args.epochs):
         parallel.train()
@@ -219,7 +233,8 @@ def train(args: argparse.Namespace) -> dict:
             contextlib.nullcontext,
             step,
         )
-        losses += step_losses
+        for step_loss in step_losses[:1] + step_losses[-1:]:
+            losses.add(step_loss)
         throughput = batches * loader.batch_size / (time.perf_counter() - epoch_started)
         loss = (loss_sum / max(batches, 1)).item()
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
@@ -243,8 +258,8 @@ def train(args: argparse.Namespace) -> dict:
         "device": device.type,
         "precision": args.precision,
         "steps": step,
-        "first_loss": losses[0].item() if losses else None,
-        "last_loss": losses[-1].item() if losses else None,
+        "first_loss": losses.first.item() if losses.first is not None else None,
+        "last_loss": losses.last.item() if losses.last is not None else None,
         # DataParallel keeps one copy of the weights and re-broadcasts it every step.
         "params_in_sync": True,
         "seconds": round(time.perf_counter() - started, 3),

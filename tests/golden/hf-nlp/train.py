@@ -5,7 +5,8 @@ One process per device, started by torchrun (see launch/ and README.md); the Tra
 
     bash launch/single_node.sh                 # this machine, 2 processes
     bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
-    bash launch/single_node.sh --resume        # continue from the last checkpoint-N"""
+    bash launch/single_node.sh --resume        # continue from the last checkpoint-N
+"""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ SMOKE_MARKER = "GENIE_SMOKE "
 # --smoke defaults: small enough to finish in seconds on two CPU processes.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
+
+
+class FirstLast:
+    """The first and the latest of a stream of losses (all a report needs)."""
+
+    def __init__(self) -> None:
+        self.first: torch.Tensor | None = None
+        self.last: torch.Tensor | None = None
+
+    def add(self, loss: torch.Tensor) -> None:
+        if self.first is None:
+            self.first = loss
+        self.last = loss
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -104,14 +118,18 @@ def params_in_sync(module: torch.nn.Module) -> bool:
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: list[torch.Tensor], module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
         "backend": dist.get_backend(),
         **facts,
-        "first_loss": mean_across_ranks(losses[0]) if losses else None,
-        "last_loss": mean_across_ranks(losses[-1]) if losses else None,
+        "first_loss": (
+            mean_across_ranks(losses.first) if losses.first is not None else None
+        ),
+        "last_loss": (
+            mean_across_ranks(losses.last) if losses.last is not None else None
+        ),
         "params_in_sync": params_in_sync(module),
     }
 
@@ -153,11 +171,11 @@ class LossRecorder(TrainerCallback):
     """Keeps the logged training loss (already averaged across ranks) for the report."""
 
     def __init__(self) -> None:
-        self.losses: list[torch.Tensor] = []
+        self.losses = FirstLast()
 
     def on_log(self, args, state, control, logs=None, **kwargs) -> None:
         if logs and "loss" in logs:
-            self.losses.append(torch.tensor(float(logs["loss"])))
+            self.losses.add(torch.tensor(float(logs["loss"])))
 
 
 def training_arguments(args: argparse.Namespace) -> TrainingArguments:

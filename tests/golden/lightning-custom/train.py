@@ -5,7 +5,8 @@ the topology torchrun (or SLURM) sets up:
 
     bash launch/single_node.sh                 # this machine, 2 processes
     bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
-    bash launch/single_node.sh --resume        # continue from checkpoints/last.ckpt"""
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.ckpt
+"""
 
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ SMOKE_MARKER = "GENIE_SMOKE "
 # --smoke defaults: small enough to finish in seconds on two CPU processes.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
+
+
+class FirstLast:
+    """The first and the latest of a stream of losses (all a report needs)."""
+
+    def __init__(self) -> None:
+        self.first: torch.Tensor | None = None
+        self.last: torch.Tensor | None = None
+
+    def add(self, loss: torch.Tensor) -> None:
+        if self.first is None:
+            self.first = loss
+        self.last = loss
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -105,14 +119,18 @@ def params_in_sync(module: torch.nn.Module) -> bool:
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: list[torch.Tensor], module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
         "backend": dist.get_backend(),
         **facts,
-        "first_loss": mean_across_ranks(losses[0]) if losses else None,
-        "last_loss": mean_across_ranks(losses[-1]) if losses else None,
+        "first_loss": (
+            mean_across_ranks(losses.first) if losses.first is not None else None
+        ),
+        "last_loss": (
+            mean_across_ranks(losses.last) if losses.last is not None else None
+        ),
         "params_in_sync": params_in_sync(module),
     }
 
@@ -174,15 +192,10 @@ class Classifier(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
         loss = nn.functional.cross_entropy(self.net(**batch), labels)
-        # sync_dist averages the epoch value across ranks; per-step values stay local.
-        self.log(
-            "train_loss",
-            loss,
-            on_step=True,
-            on_epoch=True,
-            prog_bar=True,
-            sync_dist=True,
-        )
+        # The per-step value stays local (syncing it would add a collective per step);
+        # the epoch mean is averaged across ranks once, at the end of the epoch.
+        self.log("train_loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        self.log("train_loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True)
         return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -192,13 +205,28 @@ class Classifier(L.LightningModule):
 
 
 class LossRecorder(Callback):
-    """Keeps each micro-batch loss for the smoke report."""
+    """Keeps the first and latest micro-batch loss for the smoke report."""
 
     def __init__(self) -> None:
-        self.losses: list[torch.Tensor] = []
+        self.losses = FirstLast()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.losses.append(outputs["loss"].detach())
+        self.losses.add(outputs["loss"].detach())
+
+
+def topology() -> tuple[int, int]:
+    """(processes per node, nodes) as launched, which Lightning must be told.
+
+    Under torchrun, devices must equal the processes of this node and num_nodes the node
+    count, or Lightning stops ("the product (1 * 1) does not match the world size (2)").
+    """
+    if "LOCAL_WORLD_SIZE" in os.environ:  # torchrun
+        devices = int(os.environ["LOCAL_WORLD_SIZE"])
+        return devices, int(os.environ["WORLD_SIZE"]) // devices
+    if "SLURM_NTASKS_PER_NODE" in os.environ:  # srun, one task per device; e.g. "4(x2)"
+        devices = int(os.environ["SLURM_NTASKS_PER_NODE"].split("(")[0])
+        return devices, int(os.environ["SLURM_NNODES"])
+    return 1, 1
 
 
 def train(args: argparse.Namespace) -> dict | None:
@@ -208,11 +236,7 @@ def train(args: argparse.Namespace) -> dict | None:
         raise SystemExit(
             "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
         )
-    # Under torchrun Lightning must be told the launched topology: devices must
-    # equal the processes of this node (LOCAL_WORLD_SIZE) and num_nodes the node
-    # count, or it stops ("the product (1 * 1) does not match the world size (2)").
-    devices = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    num_nodes = int(os.environ.get("WORLD_SIZE", str(devices))) // devices
+    devices, num_nodes = topology()
     checkpoints = ModelCheckpoint(dirpath=args.checkpoint_dir, save_last=True)
     recorder = LossRecorder()
     trainer = L.Trainer(

@@ -4,7 +4,8 @@ One process per device, started by torchrun (see launch/ and README.md):
 
     bash launch/single_node.sh                 # this machine, 2 processes
     bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
-    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt"""
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt
+"""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ SMOKE_MARKER = "GENIE_SMOKE "
 # --smoke defaults: small enough to finish in seconds on two CPU processes.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
+
+
+class FirstLast:
+    """The first and the latest of a stream of losses (all a report needs)."""
+
+    def __init__(self) -> None:
+        self.first: torch.Tensor | None = None
+        self.last: torch.Tensor | None = None
+
+    def add(self, loss: torch.Tensor) -> None:
+        if self.first is None:
+            self.first = loss
+        self.last = loss
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -130,14 +144,18 @@ def params_in_sync(module: torch.nn.Module) -> bool:
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: list[torch.Tensor], module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
         "backend": dist.get_backend(),
         **facts,
-        "first_loss": mean_across_ranks(losses[0]) if losses else None,
-        "last_loss": mean_across_ranks(losses[-1]) if losses else None,
+        "first_loss": (
+            mean_across_ranks(losses.first) if losses.first is not None else None
+        ),
+        "last_loss": (
+            mean_across_ranks(losses.last) if losses.last is not None else None
+        ),
         "params_in_sync": params_in_sync(module),
     }
 
@@ -312,7 +330,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         world_size,
         args.grad_accum,
     )
-    losses: list[torch.Tensor] = []
+    losses = FirstLast()
     started = time.perf_counter()
     for epoch in range(start_epoch, args.epochs):
         # Without set_epoch every epoch would replay the same shuffle on every rank.
@@ -330,7 +348,8 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
             ddp_model.no_sync,
             step,
         )
-        losses += step_losses
+        for step_loss in step_losses[:1] + step_losses[-1:]:
+            losses.add(step_loss)
         seconds = time.perf_counter() - epoch_started
         loss = mean_across_ranks(loss_sum / max(batches, 1))
         throughput = batches * args.batch_size * world_size / seconds
