@@ -121,6 +121,25 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
+def training_state(model, optimizer, scaler, epoch: int, step: int) -> dict:
+    """Everything a resume needs: weights, optimizer moments, loss scale, position."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "epoch": epoch,
+        "step": step,
+    }
+
+
+def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
+    """Load a training_state(); returns the first epoch to run and the step count."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    return state["epoch"] + 1, state["step"]
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
     # NCCL reduces only CUDA tensors.
@@ -303,10 +322,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
     if args.resume or restarted:
         state = load_checkpoint(checkpoint_path)
         if state is not None:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scaler.load_state_dict(state["scaler"])
-            start_epoch, step = state["epoch"] + 1, state["step"]
+            start_epoch, step = restore(state, model, optimizer, scaler)
             log.info(
                 "resumed from %s at epoch %d, step %d",
                 checkpoint_path,
@@ -356,14 +372,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
         if rank == 0:
             save_checkpoint(
-                checkpoint_path,
-                {
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scaler": scaler.state_dict(),
-                    "epoch": epoch,
-                    "step": step,
-                },
+                checkpoint_path, training_state(model, optimizer, scaler, epoch, step)
             )
         if args.max_steps is not None and step >= args.max_steps:
             break

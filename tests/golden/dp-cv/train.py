@@ -121,6 +121,25 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
+def training_state(model, optimizer, scaler, epoch: int, step: int) -> dict:
+    """Everything a resume needs: weights, optimizer moments, loss scale, position."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "epoch": epoch,
+        "step": step,
+    }
+
+
+def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
+    """Load a training_state(); returns the first epoch to run and the step count."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    return state["epoch"] + 1, state["step"]
+
+
 def train_epoch(
     args: argparse.Namespace,
     forward: torch.nn.Module,
@@ -205,10 +224,7 @@ def train(args: argparse.Namespace) -> dict:
         if not checkpoint_path.exists():
             raise SystemExit(f"--resume: no checkpoint at {checkpoint_path}")
         state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
-        start_epoch, step = state["epoch"] + 1, state["step"]
+        start_epoch, step = restore(state, model, optimizer, scaler)
         log.info(
             "resumed from %s at epoch %d, step %d", checkpoint_path, start_epoch, step
         )
@@ -239,14 +255,7 @@ def train(args: argparse.Namespace) -> dict:
         loss = (loss_sum / max(batches, 1)).item()
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
         save_checkpoint(
-            checkpoint_path,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict(),
-                "epoch": epoch,
-                "step": step,
-            },
+            checkpoint_path, training_state(model, optimizer, scaler, epoch, step)
         )
         if args.max_steps is not None and step >= args.max_steps:
             break
