@@ -119,7 +119,13 @@ def new(
     show_default=True,
     help="Seconds before the run is killed.",
 )
-def smoke(directory: Path, timeout: float) -> None:  # fmt: skip
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Interpreter with the project's requirements (default: the one running genie).",
+)
+def smoke(directory: Path, timeout: float, python: str | None) -> None:
     """Smoke-test an existing genie project: a few real training steps under torchrun."""
     from genie import detect, render, spec
 
@@ -127,17 +133,18 @@ def smoke(directory: Path, timeout: float) -> None:  # fmt: skip
     if not answers.is_file():
         raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
     machine = detect.machine()
-    _smoke(
-        spec.build_spec(spec.load_answers(answers), machine), directory.absolute(), machine, timeout
-    )
+    project = spec.build_spec(spec.load_answers(answers), machine)
+    _smoke(project, directory.absolute(), machine, timeout, python or sys.executable)
 
 
-def _smoke(project: Any, target: Path, machine: Any, timeout: float) -> None:
+def _smoke(
+    project: Any, target: Path, machine: Any, timeout: float, python: str = sys.executable
+) -> None:
     from genie import smoke as smoke_mod
     from genie import ui
 
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
-    result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream)
+    result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
     ui.verdict(result)
     if not result.passed:
         raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))

@@ -162,13 +162,14 @@ def run(
     machine: Machine,
     timeout: float = DEFAULT_TIMEOUT,
     echo: Callable[[str], None] = lambda line: None,
+    python: str = sys.executable,
 ) -> SmokeResult:
     """Run the smoke test of the project in ``project``; never raises for a failing project."""
     if not (project / "train.py").is_file():
         raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
-    _require_packages(spec)
+    _require_packages(spec, python)
     with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
-        p = plan(spec, machine, Path(checkpoints))
+        p = plan(spec, machine, Path(checkpoints), python)
         lines: list[str] = []
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -247,22 +248,37 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def missing_packages(spec: Spec) -> list[str]:
-    """What the project imports that genie's own Python (which runs the smoke test) lacks."""
+def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:
+    """What the project imports that ``python`` (the interpreter running the test) lacks."""
     from importlib.util import find_spec
 
     from genie import compat
 
     needed = ("torch", *compat.FRAMEWORK_PACKAGES[spec.framework], *compat.TASK_PACKAGES[spec.task])
-    return [name for name in dict.fromkeys(needed) if find_spec(name) is None]
+    needed = tuple(dict.fromkeys(needed))
+    if python == sys.executable:
+        return [name for name in needed if find_spec(name) is None]
+    probe = (
+        "import importlib.util as u, sys; "
+        "print(*[n for n in sys.argv[1:] if u.find_spec(n) is None])"
+    )
+    try:
+        out = subprocess.run(
+            [python, "-c", probe, *needed], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        raise GenieError(
+            _("cannot run {py}: is it a Python interpreter?").format(py=python)
+        ) from None
+    return out.split()
 
 
-def _require_packages(spec: Spec) -> None:
-    missing = missing_packages(spec)
+def _require_packages(spec: Spec, python: str) -> None:
+    missing = missing_packages(spec, python)
     if missing:
         raise SmokeFailed(
             _(
-                "the smoke test runs in genie's Python ({py}), which lacks {pkgs}: "
-                "pip install -r requirements.txt there, then run genie smoke again"
-            ).format(py=sys.executable, pkgs=", ".join(missing))
+                "the smoke test runs in {py}, which lacks {pkgs}: pip install -r "
+                "requirements.txt there (or pass genie smoke --python PATH), then try again"
+            ).format(py=python, pkgs=", ".join(missing))
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,15 @@ def test_missing_framework_packages_are_named_before_anything_runs(cpu_machine, 
     spec = build_spec({"name": "p", "framework": "lightning"}, cpu_machine)
     assert smoke.missing_packages(spec) == ["lightning"]
     assert smoke.missing_packages(build_spec({"name": "p"}, cpu_machine)) == []
+
+
+def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine, tmp_path):
+    """--python points at another environment: genie asks that interpreter, not itself."""
+    import sys
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    spec = build_spec({"name": "p", "framework": "lightning", "task": "cv"}, cpu_machine)
+    assert smoke.missing_packages(spec, str(bare / "bin" / "python")) == [
+        "torch", "lightning", "torchvision",
+    ]  # fmt: skip
