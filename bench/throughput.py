@@ -2,7 +2,7 @@
 
     python bench/throughput.py [--runs 3]
 
-Every run trains the same task (8192 synthetic samples, 32 -> 256 -> 256 -> 10 MLP,
+Every run trains the same task (32768 synthetic samples, 32 -> 256 -> 256 -> 10 MLP,
 batch 32 per process, 2 CPU processes with gloo) for 1 and for 1 + EXTRA epochs; the
 difference removes start-up and shutdown, so samples/s per process = EXTRA epochs x
 samples / 2 processes / time difference. Generated projects keep what they do every
@@ -26,13 +26,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
+# Epochs long enough that what a project does once per epoch (a checkpoint) weighs about
+# as little as it does in real training.
+SAMPLES, PROCESSES, EXTRA = 32768, 2, 3
 ENV = {
     **os.environ,
     "CUDA_VISIBLE_DEVICES": "",
     "NO_COLOR": "1",
     "PYTHONPATH": str(HERE / "baselines"),
+    "BENCH_SAMPLES": str(SAMPLES),
 }
-SAMPLES, PROCESSES, EXTRA = 8192, 2, 10
 TORCHRUN = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}"]
 
 
@@ -86,6 +89,10 @@ def generated(work: Path, framework: str):
             "ck",
             "--log-every",
             "1000000",
+            "--num-samples",
+            str(SAMPLES),
+            "--num-workers",
+            "0",
         ]
 
     return cmd, project

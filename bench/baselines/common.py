@@ -1,10 +1,13 @@
 """The task every throughput baseline trains: the same as a generated custom project."""
 
+import os
+
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-NUM_SAMPLES, IN_FEATURES, NUM_CLASSES, HIDDEN = 8192, 32, 10, 256
+NUM_SAMPLES = int(os.environ.get("BENCH_SAMPLES", "8192"))
+IN_FEATURES, NUM_CLASSES, HIDDEN = 32, 10, 256
 
 
 class Synthetic(Dataset):

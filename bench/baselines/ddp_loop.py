@@ -18,9 +18,7 @@ def main() -> None:
     torch.manual_seed(0)
     data = Synthetic()
     sampler = DistributedSampler(data)
-    loader = DataLoader(
-        data, batch_size=32, sampler=sampler, num_workers=2, persistent_workers=True
-    )
+    loader = DataLoader(data, batch_size=32, sampler=sampler, num_workers=0)
     model = DDP(mlp())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     for epoch in range(epochs):

@@ -26,7 +26,7 @@ def main() -> None:
     args = TrainingArguments(
         output_dir=sys.argv[2], per_device_train_batch_size=32, num_train_epochs=int(sys.argv[1]),
         learning_rate=1e-3, use_cpu=True, ddp_backend="gloo", report_to="none",
-        dataloader_num_workers=2, remove_unused_columns=False, ddp_find_unused_parameters=False,
+        remove_unused_columns=False, ddp_find_unused_parameters=False,
     )  # fmt: skip
     Trainer(model=WithLoss(), args=args, train_dataset=Synthetic()).train()
 

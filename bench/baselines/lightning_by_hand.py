@@ -27,9 +27,7 @@ class Module(L.LightningModule):
 
 def main() -> None:
     L.seed_everything(0)
-    loader = DataLoader(
-        Synthetic(), batch_size=32, shuffle=True, num_workers=2, persistent_workers=True
-    )
+    loader = DataLoader(Synthetic(), batch_size=32, shuffle=True, num_workers=0)
     devices = int(os.environ["LOCAL_WORLD_SIZE"])
     trainer = L.Trainer(
         accelerator="cpu",
