@@ -7,7 +7,10 @@ batch 32 per process, 2 CPU processes with gloo) for 1 and for 1 + EXTRA epochs;
 difference removes start-up and shutdown, so samples/s per process = EXTRA epochs x
 samples / 2 processes / time difference. Generated projects keep what they do every
 epoch (the DDP project writes an atomic checkpoint, Lightning and HF their own
-checkpoints), the hand-written baselines do not checkpoint.
+checkpoints); the baselines keep their framework's defaults (the minimal DDP loop writes
+no checkpoint, Lightning by hand one per epoch, the HF Trainer one per 500 steps).
+DataLoader workers are off on both sides: with 2 ranks on 2 cores, worker processes only
+add scheduling noise.
 Targets: generated ddp >= 0.95x the minimal DDP loop; lightning and hf no slower than
 the same framework by hand.
 """
