@@ -78,7 +78,6 @@ def context(spec: Spec) -> dict[str, Any]:
         "requirements": compat.requirements(spec.torch, spec.python, spec.framework, spec.task),
         "framework_title": FRAMEWORK_TITLES[spec.framework],
         "task_title": TASK_TITLES[spec.task],
-        "processes_per_node": spec.processes_per_node,
         "world_size": spec.world_size,
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
