@@ -3,6 +3,7 @@
     nox -s smoke                          # every version below
     nox -s "smoke(torch='1.13')"          # one of them
     GENIE_NOX_FRAMEWORKS=ddp,lightning,hf nox -s smoke
+    GENIE_NOX_STRATEGIES=ddp nox -s smoke  # skip the FSDP runs (ddp framework, torch 2.2+)
 
 For each torch minor the session generates a project with genie for that version (and the
 Python it needs), creates a fresh virtual environment with that Python (from pyenv), installs
@@ -22,6 +23,10 @@ import nox
 # torch minor -> the Python to test it with (1.13's torchrun crashes on 3.11: use 3.10)
 VERSIONS = {"1.13": "3.10", "2.0": "3.10", "2.4": "3.11", "2.6": "3.11", "2.14": "3.11"}
 FRAMEWORKS = os.environ.get("GENIE_NOX_FRAMEWORKS", "ddp").split(",")
+# fsdp runs for the ddp framework where the version has it (torch 2.2+); Lightning's and the
+# Trainer's FSDP need GPUs.
+STRATEGIES = os.environ.get("GENIE_NOX_STRATEGIES", "ddp,fsdp").split(",")
+FSDP_FROM = (2, 2)
 WORK = Path(os.environ.get("GENIE_NOX_DIR", "/tmp/genie-nox"))
 
 
@@ -39,14 +44,19 @@ def interpreter(version: str) -> str:
 @nox.parametrize("torch", list(VERSIONS))
 def smoke(session: nox.Session, torch: str) -> None:
     python = VERSIONS[torch]
-    for framework in FRAMEWORKS:
-        where = WORK / f"torch{torch}-{framework}"
+    version = tuple(int(x) for x in torch.split("."))
+    runs = [(f, "ddp") for f in FRAMEWORKS if "ddp" in STRATEGIES]
+    if "fsdp" in STRATEGIES and version >= FSDP_FROM and "ddp" in FRAMEWORKS:
+        runs.append(("ddp", "fsdp"))
+    for framework, strategy in runs:
+        where = WORK / f"torch{torch}-{framework}-{strategy}"
         shutil.rmtree(where, ignore_errors=True)
         where.mkdir(parents=True)
         project = where / "project"
         session.run(
             sys.executable, "-m", "genie", "new", str(project), "--yes", "--no-smoke",
             "--torch", torch, "--python", python, "--framework", framework,
+            *(["--strategy", strategy] if framework != "dp" else []),
         )  # fmt: skip
         venv = where / "venv"
         session.run(interpreter(python), "-m", "venv", str(venv))

@@ -107,7 +107,7 @@ def new(
 
     ui.commands(str(directory), launch.commands(project))
     if run_smoke:
-        _smoke(project, target, machine, smoke_timeout)
+        _smoke(project, target, machine, smoke_timeout, asked=False)
 
 
 @cli.command()
@@ -138,11 +138,24 @@ def smoke(directory: Path, timeout: float, python: str | None) -> None:
 
 
 def _smoke(
-    project: Any, target: Path, machine: Any, timeout: float, python: str = sys.executable
+    project: Any,
+    target: Path,
+    machine: Any,
+    timeout: float,
+    python: str = sys.executable,
+    asked: bool = True,
 ) -> None:
+    """Run the smoke test. When this machine cannot run it: an error if the user asked for
+    it (``genie smoke``), a warning after ``genie new`` (the project is written and fine)."""
     from genie import smoke as smoke_mod
     from genie import ui
 
+    why = smoke_mod.unavailable(project, machine)
+    if why is not None:
+        if asked:
+            raise GenieError(_("cannot smoke-test here: ") + why)
+        ui.warn(_("smoke test not run: ") + why)
+        return
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
     ui.verdict(result)

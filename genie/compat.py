@@ -70,6 +70,10 @@ FEATURES: dict[str, Version] = {
     "load_weights_only": (1, 13),  # torch.load(weights_only=...)
     "cpu_fp16_autocast": (2, 2),
     "numpy2": (2, 3),  # wheels built against numpy 2; older ones need numpy<2
+    # FSDP: FSDP1 (FullyShardedDataParallel) exists from 1.11, but full state dicts that load
+    # back through torch.distributed.checkpoint.state_dict.{get,set}_state_dict need 2.2.
+    "fsdp": (2, 2),
+    "fully_shard": (2, 6),  # FSDP2, public as torch.distributed.fsdp.fully_shard
 }
 
 
@@ -183,6 +187,29 @@ def python_problem(minor: str, python: str) -> str | None:
         f"torch {r.minor} supports Python {format_minor(r.python_min)}-"
         f"{format_minor(r.python_max)}, not {python} ({hint})"
     )
+
+
+# Frameworks whose FSDP runs only on CUDA GPUs (measured with lightning 2.6 and
+# accelerate 1.15: Lightning refuses accelerator="cpu"; accelerate silently falls back to DDP).
+FSDP_NEEDS_GPUS = {
+    "lightning": "Lightning's FSDP strategy runs only on GPUs",
+    "hf": "the Trainer (accelerate) uses FSDP only on GPUs",
+}
+
+
+def fsdp_problem(minor: str, precision: str) -> str | None:
+    """Why the fsdp strategy cannot be generated for torch ``minor``, or None."""
+    if parse_minor(minor) < FEATURES["fsdp"]:
+        return (
+            f"FSDP checkpoints that load back need torch.distributed.checkpoint.state_dict "
+            f"(torch 2.2 or newer), not torch {minor}; use --torch 2.2 or newer, or --strategy ddp"
+        )
+    if precision == "fp16":
+        return (
+            "FSDP is generated for bf16 or fp32 (fp16 would need a sharded gradient scaler); "
+            "use --precision bf16"
+        )
+    return None
 
 
 def compile_problem(minor: str, python: str) -> str | None:

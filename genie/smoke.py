@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import contract
+from genie import compat, contract
 from genie.detect import Machine
 from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
@@ -42,6 +42,7 @@ class SmokePlan:
     precision: str
     notes: tuple[str, ...]  # how the test differs from the planned deployment
     devices: int | None = None  # DataParallel: the devices one process must drive
+    strategy: str | None = None  # ddp or fsdp; None for DataParallel
 
 
 @dataclass
@@ -56,6 +57,15 @@ class SmokeResult:
     @property
     def passed(self) -> bool:
         return not self.problems
+
+
+def unavailable(spec: Spec, machine: Machine) -> str | None:
+    """Why this machine cannot smoke-test the project at all, or None."""
+    if spec.strategy == "fsdp" and not machine.gpus and spec.framework in compat.FSDP_NEEDS_GPUS:
+        return _("{why}, and this machine has none: run `genie smoke` on a GPU node").format(
+            why=compat.FSDP_NEEDS_GPUS[spec.framework]
+        )
+    return None
 
 
 def plan(
@@ -94,7 +104,9 @@ def plan(
         python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
         "--tee=3", *train,
     )  # fmt: skip
-    return SmokePlan(argv, env, nproc, backend, device, precision, tuple(notes))
+    return SmokePlan(
+        argv, env, nproc, backend, device, precision, tuple(notes), strategy=spec.strategy
+    )
 
 
 def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
@@ -153,6 +165,14 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
         )
     if report["params_in_sync"] is not True:
         problems.append(_("parameters differ across ranks after training"))
+    if report.get("checkpoint_loads", True) is not True:
+        problems.append(_("the checkpoint written does not load back into a fresh model"))
+    if p.strategy == "fsdp" and report.get("strategy") != "fsdp":
+        problems.append(
+            _("trained with strategy {got}, expected {want}").format(
+                got=report.get("strategy"), want=p.strategy
+            )
+        )
     return problems
 
 

@@ -224,9 +224,26 @@ DP_WARNING = _(
 )
 
 
+STRATEGIES = {
+    "ddp": _("replicate the model on every process (DistributedDataParallel)"),
+    "fsdp": _("shard parameters, gradients and optimizer state across processes (FSDP)"),
+}
+
+
 def _frameworks_available(answers: Answers) -> tuple[str, ...]:
     # DataParallel lives in one process: it cannot span nodes.
     return tuple(f for f in FRAMEWORKS if f != "dp" or not _multi_node(answers))
+
+
+def _strategies_available(answers: Answers) -> tuple[str, ...]:
+    # The wizard offers fsdp only where it can be generated (the cross-check says why not).
+    fsdp_ok = compat.parse_minor(str(answers.get("torch"))) >= compat.FEATURES["fsdp"] and (
+        bool(answers.get("gpus_per_node")) or answers.get("framework") not in compat.FSDP_NEEDS_GPUS
+    )
+    return tuple(STRATEGIES) if fsdp_ok else ("ddp",)
+
+
+_DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
 
 
 def _not_dp(answers: Answers) -> bool:
@@ -288,10 +305,16 @@ FIELDS: tuple[Field, ...] = (
         available=_frameworks_available, warnings={"dp": DP_WARNING},
     ),
     Field(
+        "strategy", str, _("Parallel strategy?"),
+        _("ddp keeps a full model copy per process; fsdp shards it, for models too big for one."),
+        default=_const("ddp"), choices=tuple(STRATEGIES), choice_help=STRATEGIES,
+        available=_strategies_available, applies=_not_dp, not_applicable=_DP_ONE_PROCESS,
+    ),
+    Field(
         "nproc_per_node", int, _("Processes per node?"),
         _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
         default=_default_nproc, minimum=1, maximum=256, applies=_not_dp,
-        not_applicable=_("does not apply to --framework dp, which runs one process"),
+        not_applicable=_DP_ONE_PROCESS,
     ),
     Field(
         "precision", str, _("Precision?"),
@@ -347,6 +370,7 @@ class Spec:
     python: str
     task: str
     framework: str
+    strategy: str | None  # None for DataParallel
     nproc_per_node: int | None  # None for DataParallel: one process
     precision: str
     batch_size: int
@@ -438,6 +462,14 @@ def _cross_check(v: Mapping[str, Any]) -> None:
             label["precision"].label, "fp16",
             _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU"),
         )  # fmt: skip
+    if v["strategy"] == "fsdp":
+        problem = compat.fsdp_problem(v["torch"], v["precision"])
+        if not problem and not v["gpus_per_node"] and v["framework"] in compat.FSDP_NEEDS_GPUS:
+            problem = compat.FSDP_NEEDS_GPUS[v["framework"]] + _(
+                "; set --gpus-per-node, or use --framework ddp (plain PyTorch FSDP runs on CPU)"
+            )
+        if problem:
+            raise SpecError(label["strategy"].label, "fsdp", problem)
     problem = compat.python_problem(v["torch"], v["python"])
     if problem:
         raise SpecError(label["torch"].label, v["torch"], problem)

@@ -23,7 +23,7 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child.sendline("")
     child.expect("GPUs per node")
     child.sendline("")
-    for question in ("PyTorch version", "Python version", "Task", "Framework",
+    for question in ("PyTorch version", "Python version", "Task", "Framework", "Parallel strategy",
                      "Processes per node", "Precision", "Batch size", "Gradient accumulation",
                      "Epochs", "Learning rate", "torch.compile", "Random seed"):  # fmt: skip
         child.expect(question)
@@ -54,7 +54,7 @@ def test_ctrl_c_exits_130_and_writes_nothing(tmp_path):
 def test_declining_the_summary_writes_nothing(tmp_path):
     child = spawn(tmp_path, "proj", "--no-smoke", "--nodes", "1", "--gpus-per-node", "0",
                   "--nproc-per-node", "2", "--torch", "2.14", "--python", "3.11", "--task",
-                  "custom", "--framework", "ddp", "--precision", "fp32", "--batch-size", "8",
+                  "custom", "--framework", "ddp", "--strategy", "ddp", "--precision", "fp32", "--batch-size", "8",
                   "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile",
                   "--seed", "1")  # fmt: skip
     child.expect("Generate this project")

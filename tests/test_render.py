@@ -98,7 +98,7 @@ def test_train_py_has_the_distributed_essentials(rendered):
         "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
     ):  # fmt: skip
         assert name in found, name
-    assert "ddp_model.no_sync" in source  # the DDP model's no_sync drives accumulation
+    assert "no_sync = wrapped.no_sync" in source  # the DDP model's no_sync drives accumulation
     assert 'int(os.environ["LOCAL_RANK"])' in source
 
 

@@ -40,6 +40,7 @@ def test_a_good_report_with_exit_0_passes(cpu_plan):
         ({"last_loss": float("nan")}, 0, "last_loss is not finite"),
         ({"first_loss": None}, 0, "first_loss is not finite"),
         ({"steps": 0}, 0, "no optimizer step was taken"),
+        ({"checkpoint_loads": False}, 0, "does not load back into a fresh model"),
     ],
 )
 def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, problem):
@@ -116,3 +117,25 @@ def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine
     assert smoke.missing_packages(spec, str(bare / "bin" / "python")) == [
         "torch", "lightning", "torchvision",
     ]  # fmt: skip
+
+
+def test_an_fsdp_project_must_report_that_fsdp_wrapped_the_model(cpu_machine):
+    spec = build_spec({"name": "p", "strategy": "fsdp"}, cpu_machine)
+    p = smoke.plan(spec, cpu_machine, Path("/ck"))
+    sharded = {**GOOD, "strategy": "fsdp", "checkpoint_loads": True}
+    assert smoke.judge(p, 0, smoke.parse_reports([line(sharded)])) == []
+    fell_back = smoke.judge(p, 0, smoke.parse_reports([line({**sharded, "strategy": "ddp"})]))
+    assert fell_back == ["trained with strategy ddp, expected fsdp"]
+    silent = smoke.judge(p, 0, smoke.parse_reports([line(GOOD)]))
+    assert silent == ["trained with strategy None, expected fsdp"]
+
+
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_framework_fsdp_cannot_be_smoke_tested_without_gpus(cpu_machine, gpu_machine, framework):
+    spec = build_spec(
+        {"name": "p", "strategy": "fsdp", "framework": framework, "gpus_per_node": 8}, gpu_machine
+    )
+    assert "run `genie smoke` on a GPU node" in smoke.unavailable(spec, cpu_machine)
+    assert smoke.unavailable(spec, gpu_machine) is None
+    plain = build_spec({"name": "p", "strategy": "fsdp"}, cpu_machine)
+    assert smoke.unavailable(plain, cpu_machine) is None

@@ -35,6 +35,10 @@ def spec_of(machine, **raw):
         ({"framework": "dp", "gpus_per_node": 4}, {"nproc_per_node": None, "world_size": 1}),
         ({"framework": "lightning", "task": "cv"}, {"framework": "lightning", "task": "cv"}),
         ({"framework": "hf", "task": "nlp", "torch": "2.4", "python": "3.10"}, {"framework": "hf"}),
+        ({}, {"strategy": "ddp"}),
+        ({"strategy": "fsdp", "framework": "lightning", "gpus_per_node": 2}, {"strategy": "fsdp"}),
+        ({"strategy": "fsdp", "torch": "2.2", "python": "3.10"}, {"strategy": "fsdp"}),
+        ({"framework": "dp"}, {"strategy": None}),
     ],
 )  # fmt: skip
 def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
@@ -85,6 +89,15 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"python": "2.7"}, "python (--python): '2.7' is not valid: a Python version from 3.7"),
         ({"nodes": [1]}, "nodes (--nodes): [1] is not valid: a whole number 1-4096"),
         ({"nodes": True}, "nodes (--nodes): True is not valid"),
+        ({"strategy": "zero3"}, "strategy (--strategy): 'zero3' is not valid: one of: ddp, fsdp"),
+        ({"framework": "dp", "strategy": "fsdp"},
+         "strategy (--strategy): 'fsdp' is not valid: does not apply to --framework dp, which runs one process"),
+        ({"strategy": "fsdp", "torch": "2.1", "python": "3.10"},
+         "strategy (--strategy): 'fsdp' is not valid: FSDP checkpoints that load back need torch.distributed.checkpoint.state_dict (torch 2.2 or newer), not torch 2.1; use --torch 2.2 or newer, or --strategy ddp"),
+        ({"strategy": "fsdp", "framework": "hf"},
+         "strategy (--strategy): 'fsdp' is not valid: the Trainer (accelerate) uses FSDP only on GPUs; set --gpus-per-node, or use --framework ddp (plain PyTorch FSDP runs on CPU)"),
+        ({"strategy": "fsdp", "gpus_per_node": 8, "precision": "fp16"},
+         "strategy (--strategy): 'fsdp' is not valid: FSDP is generated for bf16 or fp32"),
     ],
 )  # fmt: skip
 def test_invalid_answers_give_one_exact_error(cpu_machine, raw, message):

@@ -8,6 +8,7 @@ import pytest
 
 from genie import compat, render
 from genie.detect import Machine
+from genie.errors import SpecError
 from genie.spec import build_spec
 
 MACHINE = Machine(gpus=0, torch=None, python="3.11", hostname="node0")
@@ -62,3 +63,51 @@ def test_generated_code_follows_the_version_rules(release, framework):
     requirements = files["requirements.txt"].decode()
     assert f"torch>={release.minor},<" in requirements
     assert ("numpy<2" in requirements) is (version < (2, 3))
+
+
+def imported_names(source: str) -> set[str]:
+    """``module.name`` for every ``from module import name`` in ``source``."""
+    return {
+        f"{n.module}.{alias.name}"
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.ImportFrom)
+        for alias in n.names
+    }
+
+
+@pytest.mark.parametrize("release", compat.RELEASES, ids=lambda r: r.minor)
+@pytest.mark.parametrize("framework", ("ddp", "lightning", "hf"))
+def test_fsdp_uses_the_fsdp_of_each_version(release, framework):
+    raw = {
+        "name": "p",
+        "torch": release.minor,
+        "python": python_for(release),
+        "framework": framework,
+        "strategy": "fsdp",
+        "gpus_per_node": 4,  # Lightning's and the Trainer's FSDP need GPUs
+    }
+    if release.version < (2, 2):
+        with pytest.raises(SpecError, match="torch 2.2 or newer"):
+            build_spec(raw, MACHINE)
+        return
+    files = render.render(build_spec(raw, MACHINE))
+    source = files["train.py"].decode()
+    for path, data in files.items():
+        if path.endswith(".py"):
+            compile(data.decode(), path, "exec")
+    imports = imported_names(source)
+    assert "torch.nn.parallel.DistributedDataParallel" not in imports
+    if framework == "ddp":
+        fsdp2 = release.version >= (2, 6)
+        assert ("torch.distributed.fsdp.fully_shard" in imports) is fsdp2
+        assert ("torch.distributed.fsdp.FullyShardedDataParallel" in imports) is not fsdp2
+        # Full state dicts through the DCP helpers, not the deprecated FSDP.state_dict_type.
+        assert "torch.distributed.checkpoint.state_dict.get_state_dict" in imports
+        assert "FSDP.state_dict_type" not in attribute_names(source)
+    elif framework == "lightning":
+        assert "lightning.pytorch.strategies.FSDPStrategy" in imports
+        assert call_keywords(source, "FSDPStrategy") >= {"auto_wrap_policy", "state_dict_type"}
+    else:
+        args = call_keywords(source, "TrainingArguments")
+        assert {"fsdp", "fsdp_config"} <= args
+        assert "ddp_find_unused_parameters" not in args

@@ -104,3 +104,13 @@ def test_ctrl_c_interrupts(cpu_machine):
 def test_end_of_input_raises_eof(cpu_machine):
     with pytest.raises(EOFError):
         run_wizard(cpu_machine, ENTER * 2, then_eof=True)
+
+
+def test_fsdp_is_offered_only_where_it_can_be_generated(cpu_machine):
+    # CPU + Lightning: FSDP needs GPUs there, so the list holds only ddp
+    keys = ENTER * 5 + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # lightning, then "down"
+    spec, asked = run_wizard(cpu_machine, keys)
+    assert spec.framework == "lightning" and spec.strategy == "ddp" and "strategy" in asked
+    # plain PyTorch on CPU: fsdp is the second entry
+    spec, _ = run_wizard(cpu_machine, ENTER * 6 + DOWN + ENTER + ENTER * 20)
+    assert spec.framework == "ddp" and spec.strategy == "fsdp"

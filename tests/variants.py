@@ -23,4 +23,20 @@ COMBOS: dict[str, dict] = {
     for task in TASKS
 }
 
-VARIANTS: dict[str, dict] = {**TOPOLOGIES, **{k: v for k, v in COMBOS.items() if k != "ddp-custom"}}
+# FSDP: FSDP2 (fully_shard) from torch 2.6, FSDP1 for 2.2-2.5; every task's shard units.
+FSDP: dict[str, dict] = {
+    "fsdp-ddp-custom": {"strategy": "fsdp"},
+    "fsdp-ddp-cv": {"strategy": "fsdp", "task": "cv"},
+    "fsdp-ddp-nlp": {"strategy": "fsdp", "task": "nlp"},
+    "fsdp-lightning-gpu": {"strategy": "fsdp", "framework": "lightning", "gpus_per_node": 8},
+    "fsdp-hf-gpu": {"strategy": "fsdp", "framework": "hf", "gpus_per_node": 8},
+    "fsdp1-torch2.4-gpu": {
+        "strategy": "fsdp", "torch": "2.4", "python": "3.11", "gpus_per_node": 4,
+    },
+}  # fmt: skip
+
+VARIANTS: dict[str, dict] = {
+    **TOPOLOGIES,
+    **{k: v for k, v in COMBOS.items() if k != "ddp-custom"},
+    **FSDP,
+}

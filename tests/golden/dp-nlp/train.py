@@ -140,6 +140,20 @@ def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
     return state["epoch"] + 1, state["step"]
 
 
+def checkpoint_loads(
+    path: Path, args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when the checkpoint loads strictly into a freshly built, unwrapped model and
+    holds exactly ``parameters`` (the weights training ended with)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    fresh = build_model(args, num_classes)
+    fresh.load_state_dict(state["model"])
+    saved = list(fresh.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 def train_epoch(
     args: argparse.Namespace,
     forward: torch.nn.Module,

@@ -109,16 +109,16 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return total.item() / dist.get_world_size()
 
 
-def params_in_sync(module: torch.nn.Module) -> bool:
+def params_in_sync(parameters: list[torch.Tensor]) -> bool:
     """True when all ranks hold identical parameters (elementwise max == min)."""
-    flat = torch.cat([p.detach().float().reshape(-1) for p in module.parameters()])
+    flat = torch.cat([p.detach().float().reshape(-1) for p in parameters])
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, parameters: list[torch.Tensor], **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
@@ -130,7 +130,7 @@ def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
         "last_loss": (
             mean_across_ranks(losses.last) if losses.last is not None else None
         ),
-        "params_in_sync": params_in_sync(module),
+        "params_in_sync": params_in_sync(parameters),
     }
 
 
@@ -240,7 +240,7 @@ def train(args: argparse.Namespace) -> dict | None:
         return None
     return smoke_report(
         recorder.losses,
-        trainer.model,
+        list(trainer.model.parameters()),
         device="cuda" if torch.cuda.is_available() else "cpu",
         precision=args.precision,
         steps=trainer.state.global_step,

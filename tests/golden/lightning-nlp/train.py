@@ -21,7 +21,7 @@ from pathlib import Path
 import lightning as L
 import torch
 import torch.distributed as dist
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -110,16 +110,16 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return total.item() / dist.get_world_size()
 
 
-def params_in_sync(module: torch.nn.Module) -> bool:
+def params_in_sync(parameters: list[torch.Tensor]) -> bool:
     """True when all ranks hold identical parameters (elementwise max == min)."""
-    flat = torch.cat([p.detach().float().reshape(-1) for p in module.parameters()])
+    flat = torch.cat([p.detach().float().reshape(-1) for p in parameters])
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, parameters: list[torch.Tensor], **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
@@ -131,7 +131,7 @@ def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
         "last_loss": (
             mean_across_ranks(losses.last) if losses.last is not None else None
         ),
-        "params_in_sync": params_in_sync(module),
+        "params_in_sync": params_in_sync(parameters),
     }
 
 
@@ -181,6 +181,9 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.args = args
         self.net: nn.Module | None = None
+        self.losses = (
+            FirstLast()
+        )  # first and latest micro-batch loss, for the smoke report
 
     def configure_model(self) -> None:
         # Built here, not in __init__: the class count comes from the data module.
@@ -192,26 +195,27 @@ class Classifier(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
         loss = nn.functional.cross_entropy(self.net(**batch), labels)
-        # The per-step value stays local (syncing it would add a collective per step);
-        # the epoch mean is averaged across ranks once, at the end of the epoch.
-        self.log("train_loss", loss, on_step=True, on_epoch=False, prog_bar=True)
-        self.log("train_loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True)
+        # The per-step value stays local (syncing it would add a collective per step).
+        self.log("train_loss", loss, prog_bar=True)
+        self.losses.add(loss.detach())
+        self.loss_sum += loss.detach()
+        self.batches += 1
         return loss
+
+    def on_train_epoch_start(self) -> None:
+        self.loss_sum, self.batches = torch.zeros((), device=self.device), 0
+
+    def on_train_epoch_end(self) -> None:
+        # The epoch mean, averaged across ranks once (cheaper than on_epoch=True, which
+        # updates Lightning's result collection every step).
+        self.log(
+            "train_loss_epoch", self.loss_sum / max(self.batches, 1), sync_dist=True
+        )
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(
             self.parameters(), lr=self.args.lr, weight_decay=self.args.weight_decay
         )
-
-
-class LossRecorder(Callback):
-    """Keeps the first and latest micro-batch loss for the smoke report."""
-
-    def __init__(self) -> None:
-        self.losses = FirstLast()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.losses.add(outputs["loss"].detach())
 
 
 def topology() -> tuple[int, int]:
@@ -238,7 +242,7 @@ def train(args: argparse.Namespace) -> dict | None:
         )
     devices, num_nodes = topology()
     checkpoints = ModelCheckpoint(dirpath=args.checkpoint_dir, save_last=True)
-    recorder = LossRecorder()
+    module = Classifier(args)
     trainer = L.Trainer(
         accelerator="gpu" if torch.cuda.is_available() else "cpu",
         devices=devices,
@@ -250,7 +254,7 @@ def train(args: argparse.Namespace) -> dict | None:
         accumulate_grad_batches=args.grad_accum,
         gradient_clip_val=args.max_grad_norm,
         log_every_n_steps=args.log_every,
-        callbacks=[checkpoints, recorder],
+        callbacks=[checkpoints],
         default_root_dir=args.checkpoint_dir,
         logger=False,
         enable_model_summary=not args.smoke,
@@ -260,7 +264,6 @@ def train(args: argparse.Namespace) -> dict | None:
     last = args.checkpoint_dir / "last.ckpt"
     if args.resume and not last.exists():
         raise SystemExit(f"--resume: no checkpoint at {last}")
-    module = Classifier(args)
     trainer.fit(
         module,
         datamodule=DataModule(args),
@@ -269,8 +272,8 @@ def train(args: argparse.Namespace) -> dict | None:
     if not args.smoke:
         return None
     return smoke_report(
-        recorder.losses,
-        module.net,
+        module.losses,
+        list(module.net.parameters()),
         device="cuda" if torch.cuda.is_available() else "cpu",
         precision=args.precision,
         steps=trainer.global_step,

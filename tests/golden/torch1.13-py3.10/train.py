@@ -139,6 +139,20 @@ def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
     return state["epoch"] + 1, state["step"]
 
 
+def checkpoint_loads(
+    path: Path, args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when the checkpoint loads strictly into a freshly built, unwrapped model and
+    holds exactly ``parameters`` (the weights training ended with)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    fresh = build_model(args, num_classes)
+    fresh.load_state_dict(state["model"])
+    saved = list(fresh.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
     # NCCL reduces only CUDA tensors.
@@ -153,16 +167,16 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return total.item() / dist.get_world_size()
 
 
-def params_in_sync(module: torch.nn.Module) -> bool:
+def params_in_sync(parameters: list[torch.Tensor]) -> bool:
     """True when all ranks hold identical parameters (elementwise max == min)."""
-    flat = torch.cat([p.detach().float().reshape(-1) for p in module.parameters()])
+    flat = torch.cat([p.detach().float().reshape(-1) for p in parameters])
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     return bool(torch.equal(high, low))
 
 
-def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
+def smoke_report(losses: FirstLast, parameters: list[torch.Tensor], **facts) -> dict:
     """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
     return {
         "world_size": dist.get_world_size(),
@@ -174,7 +188,7 @@ def smoke_report(losses: FirstLast, module: torch.nn.Module, **facts) -> dict:
         "last_loss": (
             mean_across_ranks(losses.last) if losses.last is not None else None
         ),
-        "params_in_sync": params_in_sync(module),
+        "params_in_sync": params_in_sync(parameters),
     }
 
 
@@ -332,8 +346,9 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
             raise SystemExit(f"--resume: no checkpoint at {checkpoint_path}")
 
     # DDP broadcasts rank 0's weights here, then all-reduces gradients in backward().
-    ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    forward = ddp_model
+    wrapped = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    no_sync = wrapped.no_sync
+    forward = wrapped
 
     log.info(
         "world size %d on %s (%s); global batch %d = %d per rank x %d ranks x %d",
@@ -350,18 +365,10 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
     for epoch in range(start_epoch, args.epochs):
         # Without set_epoch every epoch would replay the same shuffle on every rank.
         sampler.set_epoch(epoch)
-        ddp_model.train()
+        wrapped.train()
         epoch_started = time.perf_counter()
         step, step_losses, loss_sum, batches = train_epoch(
-            args,
-            forward,
-            model,
-            loader,
-            optimizer,
-            scaler,
-            device,
-            ddp_model.no_sync,
-            step,
+            args, forward, model, loader, optimizer, scaler, device, no_sync, step
         )
         for step_loss in step_losses[:1] + step_losses[-1:]:
             losses.add(step_loss)
@@ -369,16 +376,20 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         loss = mean_across_ranks(loss_sum / max(batches, 1))
         throughput = batches * args.batch_size * world_size / seconds
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        state = training_state(model, optimizer, scaler, epoch, step)
         if rank == 0:
-            save_checkpoint(
-                checkpoint_path, training_state(model, optimizer, scaler, epoch, step)
-            )
+            save_checkpoint(checkpoint_path, state)
+        del state
         if args.max_steps is not None and step >= args.max_steps:
             break
 
+    parameters = list(model.parameters())
+    dist.barrier()  # rank 0's checkpoint is on disk
     report = smoke_report(
         losses,
-        model,
+        parameters,
+        checkpoint_loads=rank != 0
+        or checkpoint_loads(checkpoint_path, args, dataset.num_classes, parameters),
         device=device.type,
         precision=args.precision,
         steps=step,
