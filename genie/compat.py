@@ -68,6 +68,9 @@ FEATURES: dict[str, Version] = {
     "amp_grad_scaler": (2, 3),  # torch.amp.GradScaler("cuda"); torch.cuda.amp.GradScaler before
     "init_device_id": (2, 3),  # init_process_group(device_id=...)
     "load_weights_only": (1, 13),  # torch.load(weights_only=...)
+    # 1.13's weights-only unpickler rejects Python floats (pytorch/pytorch#94670), so it
+    # cannot read an optimizer state dict; measured: "Unsupported operand 71" on 1.13.1.
+    "weights_only_floats": (2, 0),
     "cpu_fp16_autocast": (2, 2),
     "numpy2": (2, 3),  # wheels built against numpy 2; older ones need numpy<2
     # FSDP: FSDP1 (FullyShardedDataParallel) exists from 1.11, but full state dicts that load

@@ -56,6 +56,14 @@ def test_generated_code_follows_the_version_rules(release, framework):
     if framework in ("ddp", "dp"):
         assert ("torch.amp.GradScaler" in names) is (version >= (2, 3))
         assert ("torch.cuda.amp.GradScaler" in names) is (version < (2, 3))
+    if framework in ("ddp", "dp"):
+        # explicit everywhere; weights-only where the unpickler can read an optimizer state
+        [load] = [
+            n for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "torch.load"
+        ]  # fmt: skip
+        [weights_only] = [kw.value for kw in load.keywords if kw.arg == "weights_only"]
+        assert ast.literal_eval(weights_only) is (version >= (2, 0))
     if framework == "ddp":
         assert ("device_id" in call_keywords(source, "dist.init_process_group")) is (
             version >= (2, 3)

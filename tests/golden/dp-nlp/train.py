@@ -140,12 +140,19 @@ def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
     return state["epoch"] + 1, state["step"]
 
 
+def load_state(path: Path) -> dict:
+    """Read a checkpoint this project wrote, onto the CPU."""
+    return torch.load(
+        path, map_location="cpu", weights_only=True
+    )  # tensors and plain data
+
+
 def checkpoint_loads(
     path: Path, args, num_classes: int, parameters: list[torch.Tensor]
 ) -> bool:
     """True when the checkpoint loads strictly into a freshly built, unwrapped model and
     holds exactly ``parameters`` (the weights training ended with)."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_state(path)
     fresh = build_model(args, num_classes)
     fresh.load_state_dict(state["model"])
     saved = list(fresh.parameters())
@@ -237,7 +244,7 @@ def train(args: argparse.Namespace) -> dict:
     if args.resume:
         if not checkpoint_path.exists():
             raise SystemExit(f"--resume: no checkpoint at {checkpoint_path}")
-        state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        state = load_state(checkpoint_path)
         start_epoch, step = restore(state, model, optimizer, scaler)
         log.info(
             "resumed from %s at epoch %d, step %d", checkpoint_path, start_epoch, step

@@ -163,12 +163,19 @@ def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
     return state["epoch"] + 1, state["step"]
 
 
+def load_state(path: Path) -> dict:
+    """Read a checkpoint this project wrote, onto the CPU."""
+    return torch.load(
+        path, map_location="cpu", weights_only=True
+    )  # tensors and plain data
+
+
 def checkpoint_loads(
     path: Path, args, num_classes: int, parameters: list[torch.Tensor]
 ) -> bool:
     """True when the checkpoint loads strictly into a freshly built, unwrapped model and
     holds exactly ``parameters`` (the weights training ended with)."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_state(path)
     fresh = build_model(args, num_classes)
     fresh.load_state_dict(state["model"])
     saved = list(fresh.parameters())
@@ -359,7 +366,7 @@ def load_checkpoint(path: Path) -> dict | None:
     """
     payload = [None]
     if dist.get_rank() == 0 and path.exists():
-        payload[0] = torch.load(path, map_location="cpu", weights_only=True)
+        payload[0] = load_state(path)
     dist.broadcast_object_list(payload, src=0)
     return payload[0]
 
