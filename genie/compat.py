@@ -145,6 +145,27 @@ FRAMEWORK_PACKAGES = {
     "hf": ("transformers", "accelerate"),
 }
 TASK_PACKAGES = {"custom": (), "cv": ("torchvision",), "nlp": ("transformers", "datasets")}
+# Experiment trackers: the package (and its import name) a generated project needs, with
+# the oldest release whose API it uses. Only the chosen one goes into requirements.txt.
+TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
+    "tensorboard": ("tensorboard", "tensorboard>=2.10"),
+    "wandb": ("wandb", "wandb>=0.15"),
+    "mlflow": ("mlflow", "mlflow>=2.0"),
+    "none": None,
+}
+# The plain loops draw their progress bar with tqdm (Lightning and the Trainer bring theirs).
+PROGRESS_PACKAGE = {"ddp": "tqdm>=4.64", "dp": "tqdm>=4.64"}
+
+
+def packages(framework: str, task: str, tracker: str = "none") -> tuple[str, ...]:
+    """Import names a project needs besides torch (what the smoke test checks first)."""
+    names = [*FRAMEWORK_PACKAGES[framework], *TASK_PACKAGES[task]]
+    if framework in PROGRESS_PACKAGE:
+        names.append("tqdm")
+    chosen = TRACKER_PACKAGES[tracker]
+    if chosen:
+        names.append(chosen[0])
+    return tuple(dict.fromkeys(names))
 
 
 def library_line(package: str, torch: str, python: str) -> tuple[LibraryLine, Version | None]:
@@ -158,7 +179,11 @@ def library_line(package: str, torch: str, python: str) -> tuple[LibraryLine, Ve
 
 
 def requirements(
-    minor: str, python: str = "3.11", framework: str = "ddp", task: str = "custom"
+    minor: str,
+    python: str = "3.11",
+    framework: str = "ddp",
+    task: str = "custom",
+    tracker: str = "none",
 ) -> list[str]:
     """Pinned requirement lines for a generated project on torch ``minor``."""
     major, minor_no = parse_minor(minor)
@@ -173,6 +198,12 @@ def requirements(
         line, cap = library_line(package, minor, python)
         upper = f"<{format_minor(cap)}" if cap else f"<{line.version[0] + 1}"
         lines.append(f"{package}>={format_minor(line.version)},{upper}")
+    if framework in PROGRESS_PACKAGE:
+        lines.append(PROGRESS_PACKAGE[framework])
+    chosen = TRACKER_PACKAGES[tracker]
+    if chosen:
+        lines.append(chosen[1])
+    lines.append("pytest>=7")  # the project's own tests (tests/)
     if not features(minor)["numpy2"]:
         lines.append("numpy<2")
     return lines

@@ -14,4 +14,6 @@ REPORT_KEYS = (
     "first_loss",
     "last_loss",
     "params_in_sync",
+    "val_accuracy",
+    "checkpoint_loads",
 )

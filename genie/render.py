@@ -59,6 +59,7 @@ def project_files(spec: Spec) -> list[tuple[str, str]]:
     if spec.multi_node:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
     files += [
+        ("tests/test_smoke.py", _("pytest: 2-process CPU training, checkpoints, resume")),
         ("requirements.txt", _("pinned dependencies for torch {v}").format(v=spec.torch)),
         ("README.md", _("how to run and adapt the project")),
         (".gitignore", _("keeps checkpoints and caches out of git")),
@@ -75,7 +76,9 @@ def context(spec: Spec) -> dict[str, Any]:
         "genie_version": __version__,
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
-        "requirements": compat.requirements(spec.torch, spec.python, spec.framework, spec.task),
+        "requirements": compat.requirements(
+            spec.torch, spec.python, spec.framework, spec.task, spec.tracker
+        ),
         "framework_title": FRAMEWORK_TITLES[spec.framework],
         "task_title": TASK_TITLES[spec.task],
         "world_size": spec.world_size,

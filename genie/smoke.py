@@ -89,8 +89,18 @@ def plan(
         precision,
         "--checkpoint-dir",
         str(checkpoint_dir),
+        "--log-dir",
+        str(checkpoint_dir / "runs"),
     )
     env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    # Trackers stay offline and out of the project directory during the test.
+    env.update(
+        {
+            "WANDB_MODE": "offline",
+            "WANDB_DIR": str(checkpoint_dir),
+            "MLFLOW_TRACKING_URI": (checkpoint_dir / "mlruns").as_uri(),
+        }
+    )
     if spec.framework == "dp":  # one process drives every device
         devices = machine.gpus or 1
         return SmokePlan((python, *train), env, 1, "none", device, precision, tuple(notes), devices)
@@ -165,7 +175,10 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
         )
     if report["params_in_sync"] is not True:
         problems.append(_("parameters differ across ranks after training"))
-    if report.get("checkpoint_loads", True) is not True:
+    accuracy = report["val_accuracy"]
+    if not isinstance(accuracy, (int, float)) or not 0 <= accuracy <= 1:
+        problems.append(_("no validation accuracy in [0, 1]: {v}").format(v=accuracy))
+    if report["checkpoint_loads"] is not True:
         problems.append(_("the checkpoint written does not load back into a fresh model"))
     if p.strategy == "fsdp" and report.get("strategy") != "fsdp":
         problems.append(
@@ -274,8 +287,7 @@ def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:
 
     from genie import compat
 
-    needed = ("torch", *compat.FRAMEWORK_PACKAGES[spec.framework], *compat.TASK_PACKAGES[spec.task])
-    needed = tuple(dict.fromkeys(needed))
+    needed = ("torch", *compat.packages(spec.framework, spec.task, spec.tracker))
     if python == sys.executable:
         return [name for name in needed if find_spec(name) is None]
     probe = (

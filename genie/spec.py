@@ -345,6 +345,11 @@ FIELDS: tuple[Field, ...] = (
         default=_const(False),
     ),
     Field(
+        "tracker", str, _("Experiment tracker?"),
+        _("Where rank 0 logs loss, accuracy, learning rate, throughput; TensorBoard is offline."),
+        default=_const("tensorboard"), choices=tuple(compat.TRACKER_PACKAGES),
+    ),
+    Field(
         "seed", int, _("Random seed?"),
         _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
@@ -378,6 +383,7 @@ class Spec:
     epochs: int
     lr: float
     compile: bool
+    tracker: str
     seed: int
 
     @property

@@ -25,7 +25,8 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child.sendline("")
     for question in ("PyTorch version", "Python version", "Task", "Framework", "Parallel strategy",
                      "Processes per node", "Precision", "Batch size", "Gradient accumulation",
-                     "Epochs", "Learning rate", "torch.compile", "Random seed"):  # fmt: skip
+                     "Epochs", "Learning rate", "torch.compile", "Experiment tracker",
+                     "Random seed"):  # fmt: skip
         child.expect(question)
         child.send("\r")
     child.expect("Global batch")  # the summary
@@ -55,7 +56,7 @@ def test_declining_the_summary_writes_nothing(tmp_path):
     child = spawn(tmp_path, "proj", "--no-smoke", "--nodes", "1", "--gpus-per-node", "0",
                   "--nproc-per-node", "2", "--torch", "2.14", "--python", "3.11", "--task",
                   "custom", "--framework", "ddp", "--strategy", "ddp", "--precision", "fp32", "--batch-size", "8",
-                  "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile",
+                  "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile", "--tracker", "none",
                   "--seed", "1")  # fmt: skip
     child.expect("Generate this project")
     child.send("n")

@@ -148,8 +148,14 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
     def requirements(variant: str) -> str:
         return rendered[variant]["requirements.txt"].decode()
 
-    assert "torch>=1.13,<1.14\nnumpy<2\n" in requirements("torch1.13-py3.10")
+    assert requirements("torch1.13-py3.10").splitlines()[1:] == [
+        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "pytest>=7", "numpy<2",
+    ]  # fmt: skip
     assert "torch>=2.14,<2.15\n" in requirements("cpu-default")
+    assert "numpy" not in requirements("cpu-default")
+    # the tracker's package only when chosen; no tqdm where the framework draws its own bar
+    assert "tensorboard" not in requirements("tracker-none-lightning")
+    assert "mlflow>=" in requirements("tracker-mlflow-hf") and "tqdm" not in requirements("hf-cv")
     assert "lightning>=" in requirements("lightning-custom")
     assert all(
         f"{p}>=" in requirements("hf-nlp") for p in ("transformers", "accelerate", "datasets")

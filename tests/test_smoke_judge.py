@@ -13,7 +13,8 @@ from genie.spec import build_spec
 
 GOOD = {
     "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
-    "first_loss": 2.3, "last_loss": 2.1, "params_in_sync": True,
+    "first_loss": 2.3, "last_loss": 2.1, "params_in_sync": True, "val_accuracy": 0.5,
+    "checkpoint_loads": True,
 }  # fmt: skip
 
 
@@ -41,6 +42,8 @@ def test_a_good_report_with_exit_0_passes(cpu_plan):
         ({"first_loss": None}, 0, "first_loss is not finite"),
         ({"steps": 0}, 0, "no optimizer step was taken"),
         ({"checkpoint_loads": False}, 0, "does not load back into a fresh model"),
+        ({"val_accuracy": None}, 0, "no validation accuracy in [0, 1]"),
+        ({"val_accuracy": 1.5}, 0, "no validation accuracy in [0, 1]"),
     ],
 )
 def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, problem):
@@ -115,7 +118,7 @@ def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     spec = build_spec({"name": "p", "framework": "lightning", "task": "cv"}, cpu_machine)
     assert smoke.missing_packages(spec, str(bare / "bin" / "python")) == [
-        "torch", "lightning", "torchvision",
+        "torch", "lightning", "torchvision", "tensorboard",
     ]  # fmt: skip
 
 

@@ -12,6 +12,9 @@ TOPOLOGIES: dict[str, dict] = {
     },
     "torch1.13-py3.10": {"torch": "1.13", "python": "3.10", "gpus_per_node": 2, "precision": "fp16"},
     "torch2.2-fp16": {"torch": "2.2", "gpus_per_node": 2, "precision": "fp16"},
+    "tracker-none-lightning": {"tracker": "none", "framework": "lightning"},
+    "tracker-wandb-ddp": {"tracker": "wandb", "task": "cv"},
+    "tracker-mlflow-hf": {"tracker": "mlflow", "framework": "hf"},
 }  # fmt: skip
 
 FRAMEWORKS = ("ddp", "lightning", "hf", "dp")

@@ -14,14 +14,18 @@ import argparse
 import gc
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import load_file
 from torch import nn
+from torch.utils.data import Dataset, random_split
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.integrations import TensorBoardCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 import data
@@ -71,6 +75,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--log-every", type=int, default=10, help="optimizer steps between logs"
+    )
+    parser.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the data held out for validation",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validations (0: once per epoch)",
+    )
+    parser.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=0.05,
+        help="share of steps with linear LR warmup",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=2,
+        help="checkpoints kept (besides the last and the best)",
+    )
+    parser.add_argument(
+        "--tracker",
+        choices=("tensorboard", "wandb", "mlflow", "none"),
+        default="tensorboard",
+        help="experiment tracker rank 0 logs to",
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("runs"), help="TensorBoard logs"
     )
     parser.add_argument(
         "--max-steps", type=int, default=None, help="stop after this many steps"
@@ -146,6 +183,34 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+def split_dataset(
+    dataset: Dataset, args: argparse.Namespace
+) -> tuple[Dataset, Dataset]:
+    """Hold out --val-fraction of the data for validation, the same split on every rank.
+
+    Have a separate validation set? Return it here instead.
+    """
+    val_size = max(1, round(len(dataset) * args.val_fraction))
+    generator = torch.Generator().manual_seed(args.seed)
+    train_set, val_set = random_split(
+        dataset, [len(dataset) - val_size, val_size], generator=generator
+    )
+    return train_set, val_set
+
+
+def real_samples(
+    rank: int, world_size: int, total: int, start: int, count: int
+) -> torch.Tensor:
+    """Which samples of a validation batch are real, not DistributedSampler padding.
+
+    With shuffle=False the sampler pads the dataset with its first samples so that
+    every rank gets as many batches; local position j on rank r is global position
+    r + j * world_size, a repeat when past the end. Counted, repeats would count twice.
+    """
+    positions = rank + (start + torch.arange(count)) * world_size
+    return positions < total
+
+
 class WithLoss(nn.Module):
     """Adds the loss the Trainer expects to a model that returns logits."""
 
@@ -178,6 +243,38 @@ class LossRecorder(TrainerCallback):
             self.losses.add(torch.tensor(float(logs["loss"])))
 
 
+def compute_metrics(prediction) -> dict[str, float]:
+    """Validation accuracy over the whole set; the Trainer gathers all ranks' logits."""
+    logits, labels = prediction.predictions, prediction.label_ids
+    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+
+def tracking_callbacks(args: argparse.Namespace) -> list:
+    if args.tracker != "tensorboard":
+        return []
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise SystemExit(
+            "--tracker tensorboard: tensorboard is not installed; "
+            "pip install tensorboard, or pass --tracker none"
+        ) from None
+    return [TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(args.log_dir)))]
+
+
+def checkpoint_loads(folders: list[str], args, num_classes: int, parameters) -> bool:
+    """True when every checkpoint loads strictly into a freshly built model and the
+    first holds exactly ``parameters`` (the weights the Trainer ended with: the best).
+    """
+    fresh = WithLoss(build_model(args, num_classes))
+    for folder in reversed(folders):
+        fresh.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+    saved = list(fresh.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 def training_arguments(args: argparse.Namespace) -> TrainingArguments:
     cuda = torch.cuda.is_available()
     return TrainingArguments(
@@ -198,10 +295,23 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         dataloader_num_workers=args.num_workers,
         dataloader_pin_memory=cuda,
         remove_unused_columns=False,  # the batches are dicts the model reads whole
-        save_strategy="epoch",
-        save_total_limit=2,
+        # Validate and checkpoint together (every --eval-every steps, else every
+        # epoch); the best checkpoint by accuracy is kept besides the --keep newest and
+        # reloaded at the end. Evaluation gathers predictions without the padding.
+        eval_strategy="steps" if args.eval_every else "epoch",
+        save_strategy="steps" if args.eval_every else "epoch",
+        eval_steps=args.eval_every or None,
+        save_steps=args.eval_every or None,
+        per_device_eval_batch_size=args.batch_size,
+        metric_for_best_model="accuracy",
+        greater_is_better=True,
+        load_best_model_at_end=True,
+        save_total_limit=max(1, args.keep) + 1,
+        lr_scheduler_type="cosine",  # after warmup_steps, set in train()
         logging_steps=1 if args.smoke else args.log_every,
-        report_to="none",
+        # TensorBoard gets a callback of its own (its folder is set the same way in
+        # every transformers version); wandb and mlflow go through the integrations.
+        report_to=[args.tracker] if args.tracker in ("wandb", "mlflow") else "none",
         seed=args.seed,
         torch_compile=args.compile,
     )
@@ -219,12 +329,27 @@ def train(args: argparse.Namespace) -> dict | None:
     with training_args.main_process_first(desc="preparing data"):
         data.prepare(args)  # downloads happen once, while the other ranks wait
         dataset = data.build_dataset(args)
+    train_set, val_set = split_dataset(dataset, args)
+    world_size = training_args.world_size
+    global_batch = args.batch_size * world_size * args.grad_accum
+    total_steps = math.ceil(len(train_set) / global_batch) * args.epochs
+    if args.max_steps is not None:
+        total_steps = min(total_steps, args.max_steps)
+    # Linear warmup for --warmup-ratio of the steps (an int works in every version).
+    training_args.warmup_steps = round(total_steps * args.warmup_ratio)
+    if training_args.process_index == 0:
+        log.info(
+            "world size %d; global batch %d = %d per process x %d processes x %d accum",
+            world_size, global_batch, args.batch_size, world_size, args.grad_accum,
+        )  # fmt: skip
     recorder = LossRecorder()
     trainer = Trainer(
         model=WithLoss(build_model(args, dataset.num_classes)),
         args=training_args,
-        train_dataset=dataset,
-        callbacks=[recorder],
+        train_dataset=train_set,
+        eval_dataset=val_set,
+        compute_metrics=compute_metrics,
+        callbacks=[recorder, *tracking_callbacks(args)],
     )
     # After a failure torchrun restarts all workers (--max_restarts): resume.
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
@@ -238,9 +363,20 @@ def train(args: argparse.Namespace) -> dict | None:
     trainer.train(resume_from_checkpoint=last if (args.resume or restarted) else None)
     if not args.smoke:
         return None
+    accuracy = [
+        e["eval_accuracy"] for e in trainer.state.log_history if "eval_accuracy" in e
+    ]
+    parameters = list(trainer.model.parameters())
+    best = trainer.state.best_model_checkpoint
+    newest = get_last_checkpoint(str(args.checkpoint_dir))
+    loads = not trainer.is_world_process_zero() or checkpoint_loads(
+        [best, newest], args, dataset.num_classes, parameters
+    )
     return smoke_report(
         recorder.losses,
-        list(trainer.model.parameters()),
+        parameters,
+        val_accuracy=max(accuracy) if accuracy else None,
+        checkpoint_loads=loads,
         device="cuda" if torch.cuda.is_available() else "cpu",
         precision=args.precision,
         steps=trainer.state.global_step,

@@ -14,16 +14,19 @@ import argparse
 import gc
 import json
 import logging
+import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import lightning as L
 import torch
 import torch.distributed as dist
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, random_split
 
 import data
 from model import build_model
@@ -72,6 +75,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--log-every", type=int, default=10, help="optimizer steps between logs"
+    )
+    parser.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the data held out for validation",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validations (0: once per epoch)",
+    )
+    parser.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=0.05,
+        help="share of steps with linear LR warmup",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=2,
+        help="checkpoints kept (besides the last and the best)",
+    )
+    parser.add_argument(
+        "--tracker",
+        choices=("tensorboard", "wandb", "mlflow", "none"),
+        default="tensorboard",
+        help="experiment tracker rank 0 logs to",
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("runs"), help="TensorBoard logs"
+    )
+    parser.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="validate the last checkpoint, then stop",
     )
     parser.add_argument(
         "--max-steps", type=int, default=None, help="stop after this many steps"
@@ -147,6 +188,34 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+def split_dataset(
+    dataset: Dataset, args: argparse.Namespace
+) -> tuple[Dataset, Dataset]:
+    """Hold out --val-fraction of the data for validation, the same split on every rank.
+
+    Have a separate validation set? Return it here instead.
+    """
+    val_size = max(1, round(len(dataset) * args.val_fraction))
+    generator = torch.Generator().manual_seed(args.seed)
+    train_set, val_set = random_split(
+        dataset, [len(dataset) - val_size, val_size], generator=generator
+    )
+    return train_set, val_set
+
+
+def real_samples(
+    rank: int, world_size: int, total: int, start: int, count: int
+) -> torch.Tensor:
+    """Which samples of a validation batch are real, not DistributedSampler padding.
+
+    With shuffle=False the sampler pads the dataset with its first samples so that
+    every rank gets as many batches; local position j on rank r is global position
+    r + j * world_size, a repeat when past the end. Counted, repeats would count twice.
+    """
+    positions = rank + (start + torch.arange(count)) * world_size
+    return positions < total
+
+
 PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 
 
@@ -161,18 +230,28 @@ class DataModule(L.LightningDataModule):
         )  # downloads: once per node, before setup() on every rank
 
     def setup(self, stage: str) -> None:
-        self.dataset = data.build_dataset(self.args)
-        self.num_classes = self.dataset.num_classes
+        dataset = data.build_dataset(self.args)
+        self.num_classes = dataset.num_classes
+        self.train_set, self.val_set = split_dataset(dataset, self.args)
 
     def train_dataloader(self) -> DataLoader:
         # Lightning swaps in a DistributedSampler and calls its set_epoch every epoch.
         return DataLoader(
-            self.dataset,
+            self.train_set,
             batch_size=self.args.batch_size,
             shuffle=True,
             num_workers=self.args.num_workers,
             pin_memory=torch.cuda.is_available(),
             persistent_workers=self.args.num_workers > 0,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        # In order; Lightning shards it with a DistributedSampler that pads the last
+        # batch (validation_step leaves the padding out).
+        return DataLoader(
+            self.val_set,
+            batch_size=self.args.batch_size,
+            num_workers=self.args.num_workers,
         )
 
 
@@ -196,11 +275,39 @@ class Classifier(L.LightningModule):
         labels = batch.pop("labels")
         loss = nn.functional.cross_entropy(self.net(**batch), labels)
         # The per-step value stays local (syncing it would add a collective per step).
-        self.log("train_loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True)
         self.losses.add(loss.detach())
         self.loss_sum += loss.detach()
         self.batches += 1
         return loss
+
+    def on_validation_epoch_start(self) -> None:
+        # loss sum, correct, count: summed over ranks at the end, not averaged means
+        self.val_totals = torch.zeros(3, dtype=torch.float64, device=self.device)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        labels = batch.pop("labels")
+        logits = self.net(**batch)
+        real = real_samples(
+            self.global_rank,
+            self.trainer.world_size,
+            len(self.trainer.datamodule.val_set),
+            batch_idx * self.args.batch_size,
+            len(labels),
+        ).to(self.device)
+        loss = nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+        correct = logits.argmax(dim=-1) == labels
+        self.val_totals += torch.stack(
+            [loss[real].sum(), correct[real].sum(), real.sum()]
+        ).double()
+
+    def on_validation_epoch_end(self) -> None:
+        loss_sum, correct, count = self.trainer.strategy.reduce(
+            self.val_totals, reduce_op="sum"
+        ).tolist()
+        # Already the same on every rank: no sync_dist needed.
+        self.log("val/loss", loss_sum / max(count, 1))
+        self.log("val/accuracy", correct / max(count, 1), prog_bar=True)
 
     def on_train_epoch_start(self) -> None:
         self.loss_sum, self.batches = torch.zeros((), device=self.device), 0
@@ -209,13 +316,70 @@ class Classifier(L.LightningModule):
         # The epoch mean, averaged across ranks once (cheaper than on_epoch=True, which
         # updates Lightning's result collection every step).
         self.log(
-            "train_loss_epoch", self.loss_sum / max(self.batches, 1), sync_dist=True
+            "train/loss_epoch", self.loss_sum / max(self.batches, 1), sync_dist=True
         )
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(
+    def configure_optimizers(self) -> dict:
+        optimizer = torch.optim.AdamW(
             self.parameters(), lr=self.args.lr, weight_decay=self.args.weight_decay
         )
+        total = self.trainer.estimated_stepping_batches  # optimizer steps, all epochs
+        warmup = (
+            max(1, round(total * self.args.warmup_ratio))
+            if self.args.warmup_ratio
+            else 0
+        )
+
+        def factor(step: int) -> float:  # linear warmup, then cosine decay
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+
+class Throughput(Callback):
+    """Logs samples/s every --log-every steps; the progress bar shows the ETA."""
+
+    def __init__(self, every: int, global_batch: int) -> None:
+        self.every, self.global_batch = every, global_batch
+        self.since, self.since_step = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step - self.since_step >= self.every and trainer.logger is not None:
+            now = time.perf_counter()
+            rate = (step - self.since_step) * self.global_batch / (now - self.since)
+            trainer.logger.log_metrics({"train/samples_per_s": rate}, step=step)
+            self.since, self.since_step = now, step
+
+
+def make_logger(args: argparse.Namespace):
+    """The tracker; Lightning's loggers write from global rank 0 only."""
+    try:
+        if args.tracker == "tensorboard":
+            return TensorBoardLogger(save_dir=str(args.log_dir), name="", version="")
+        if args.tracker == "wandb":
+            from lightning.pytorch.loggers import WandbLogger
+
+            return WandbLogger(project="proj", config=vars(args))
+        if args.tracker == "mlflow":
+            from lightning.pytorch.loggers import MLFlowLogger
+
+            return MLFlowLogger(
+                experiment_name="proj",
+                tracking_uri=os.environ.get("MLFLOW_TRACKING_URI"),
+            )
+    except (ImportError, ModuleNotFoundError) as err:
+        raise SystemExit(
+            f"--tracker {args.tracker}: {err}; pip install it, or pass --tracker none"
+        ) from None
+    return False
 
 
 def topology() -> tuple[int, int]:
@@ -233,6 +397,21 @@ def topology() -> tuple[int, int]:
     return 1, 1
 
 
+def checkpoint_loads(
+    paths: list[Path], args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when every checkpoint loads strictly into a freshly built, unwrapped model
+    and the first holds exactly ``parameters`` (the weights training ended with)."""
+    fresh = build_model(args, num_classes)
+    for path in reversed(paths):
+        state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+        fresh.load_state_dict({k[len("net.") :]: v for k, v in state.items()})
+    saved = list(fresh.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 def train(args: argparse.Namespace) -> dict | None:
     L.seed_everything(args.seed, workers=True)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
@@ -241,7 +420,20 @@ def train(args: argparse.Namespace) -> dict | None:
             "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
         )
     devices, num_nodes = topology()
-    checkpoints = ModelCheckpoint(dirpath=args.checkpoint_dir, save_last=True)
+    # last.ckpt for resuming; the --keep best by validation accuracy (at least one).
+    checkpoints = ModelCheckpoint(
+        dirpath=args.checkpoint_dir,
+        filename="best-{epoch:04d}",
+        monitor="val/accuracy",
+        mode="max",
+        save_top_k=max(1, args.keep),
+        save_last=True,
+    )
+    global_batch = args.batch_size * devices * num_nodes * args.grad_accum
+    logger = make_logger(args)
+    callbacks = [checkpoints, Throughput(args.log_every, global_batch)]
+    if logger:
+        callbacks.append(LearningRateMonitor(logging_interval="step"))
     module = Classifier(args)
     trainer = L.Trainer(
         accelerator="gpu" if torch.cuda.is_available() else "cpu",
@@ -254,26 +446,49 @@ def train(args: argparse.Namespace) -> dict | None:
         accumulate_grad_batches=args.grad_accum,
         gradient_clip_val=args.max_grad_norm,
         log_every_n_steps=args.log_every,
-        callbacks=[checkpoints],
+        # --eval-every counts optimizer steps; Lightning counts micro-batches
+        val_check_interval=(
+            args.eval_every * args.grad_accum if args.eval_every else None
+        ),
+        callbacks=callbacks,
         default_root_dir=args.checkpoint_dir,
-        logger=False,
+        logger=logger,
         enable_model_summary=not args.smoke,
     )
+    if trainer.global_rank == 0:
+        log.info(
+            "global batch %d = %d per process x %d processes x %d accumulation",
+            global_batch, args.batch_size, devices * num_nodes, args.grad_accum,
+        )  # fmt: skip
     # After a failure torchrun restarts all workers (--max_restarts): resume.
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
     last = args.checkpoint_dir / "last.ckpt"
-    if args.resume and not last.exists():
+    if (args.resume or args.eval_only) and not last.exists():
         raise SystemExit(f"--resume: no checkpoint at {last}")
+    datamodule = DataModule(args)
+    if args.eval_only:
+        [metrics] = trainer.validate(module, datamodule=datamodule, ckpt_path=str(last))
+        return {"world_size": trainer.world_size, **metrics}
     trainer.fit(
         module,
-        datamodule=DataModule(args),
+        datamodule=datamodule,
         ckpt_path=str(last) if (args.resume or restarted) and last.exists() else None,
     )
     if not args.smoke:
         return None
+    parameters = list(module.net.parameters())
+    trainer.strategy.barrier()  # rank 0's checkpoints are on disk
+    loads = trainer.global_rank != 0 or checkpoint_loads(
+        [last, Path(checkpoints.best_model_path)],
+        args,
+        datamodule.num_classes,
+        parameters,
+    )
     return smoke_report(
         module.losses,
-        list(module.net.parameters()),
+        parameters,
+        val_accuracy=float(trainer.callback_metrics["val/accuracy"]),
+        checkpoint_loads=loads,
         device="cuda" if torch.cuda.is_available() else "cpu",
         precision=args.precision,
         steps=trainer.global_step,

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import gc
 import json
 import logging
+import math
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,8 +27,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, random_split
 from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
 
 import data
 from model import build_model
@@ -74,6 +78,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--log-every", type=int, default=10, help="optimizer steps between logs"
     )
     parser.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the data held out for validation",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validations (0: once per epoch)",
+    )
+    parser.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=0.05,
+        help="share of steps with linear LR warmup",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=2,
+        help="checkpoints kept (besides the last and the best)",
+    )
+    parser.add_argument(
+        "--tracker",
+        choices=("tensorboard", "wandb", "mlflow", "none"),
+        default="tensorboard",
+        help="experiment tracker rank 0 logs to",
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("runs"), help="TensorBoard logs"
+    )
+    parser.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="validate the last checkpoint, then stop",
+    )
+    parser.add_argument(
         "--max-steps", type=int, default=None, help="stop after this many steps"
     )
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
@@ -120,23 +162,50 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def training_state(model, optimizer, scaler, epoch: int, step: int) -> dict:
-    """Everything a resume needs: weights, optimizer moments, loss scale, position."""
+def training_state(model, optimizer, scaler, scheduler, position: dict) -> dict:
+    """Everything a resume needs: weights, optimizer moments, loss scale, LR schedule,
+    and where training stands (``position``: epoch, step, best validation accuracy)."""
+    model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
     return {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
+        "model": model_state,
+        "optimizer": optimizer_state,
         "scaler": scaler.state_dict(),
-        "epoch": epoch,
-        "step": step,
+        "scheduler": scheduler.state_dict(),
+        **position,
     }
 
 
-def restore(state: dict, model, optimizer, scaler) -> tuple[int, int]:
-    """Load a training_state(); returns the first epoch to run and the step count."""
+def restore(state: dict, model, optimizer, scaler, scheduler) -> dict:
+    """Load a training_state(); returns its position (epoch, step, best)."""
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
-    return state["epoch"] + 1, state["step"]
+    scheduler.load_state_dict(state["scheduler"])
+    return {key: state[key] for key in ("epoch", "step", "best")}
+
+
+def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) -> None:
+    """last.pt always; best.pt when validation improved; the newest --keep epoch-N.pt.
+
+    Each file appears atomically; best.pt and epoch-N.pt are hard links to the file just
+    written (no second write), or copies where the filesystem has no hard links.
+    """
+    last = directory / "last.pt"
+    save_checkpoint(last, state)
+    names = (["best.pt"] if improved else []) + (
+        [f"epoch-{state['epoch']:04d}.pt"] if keep else []
+    )
+    for name in names:
+        tmp = directory / (name + ".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        try:
+            os.link(last, tmp)
+        except OSError:
+            shutil.copyfile(last, tmp)
+        os.replace(tmp, directory / name)
+    for old in sorted(directory.glob("epoch-*.pt"))[:-keep] if keep else []:
+        old.unlink()
 
 
 def load_state(path: Path) -> dict:
@@ -147,13 +216,13 @@ def load_state(path: Path) -> dict:
 
 
 def checkpoint_loads(
-    path: Path, args, num_classes: int, parameters: list[torch.Tensor]
+    directory: Path, args, num_classes: int, parameters: list[torch.Tensor]
 ) -> bool:
-    """True when the checkpoint loads strictly into a freshly built, unwrapped model and
-    holds exactly ``parameters`` (the weights training ended with)."""
-    state = load_state(path)
+    """True when last.pt and best.pt load strictly into a freshly built, unwrapped model
+    and last.pt holds exactly ``parameters`` (the weights training ended with)."""
     fresh = build_model(args, num_classes)
-    fresh.load_state_dict(state["model"])
+    fresh.load_state_dict(load_state(directory / "best.pt")["model"])
+    fresh.load_state_dict(load_state(directory / "last.pt")["model"])
     saved = list(fresh.parameters())
     return len(saved) == len(parameters) and all(
         torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
@@ -218,18 +287,23 @@ def train_epoch(
     loader: DataLoader,
     optimizer: torch.optim.Optimizer,
     scaler,
+    scheduler,
     device: torch.device,
     no_sync,
     step: int,
+    after_step=None,
+    progress: bool = False,
 ) -> tuple[int, list[torch.Tensor], torch.Tensor, int]:
     """One pass over ``loader`` with gradient accumulation.
 
-    Returns the step count after it, the loss of each optimizer step, and the summed
-    micro-batch loss and micro-batch count (for the epoch mean).
+    Calls ``after_step(step, loss)`` after every optimizer step. Returns the step count
+    after it, the loss of each optimizer step, and the summed micro-batch loss and
+    micro-batch count (for the epoch mean).
     """
     step_losses: list[torch.Tensor] = []
     epoch_loss, batches = torch.zeros((), device=device), 0
     step_loss = torch.zeros((), device=device)
+    bar = tqdm(total=len(loader), disable=not progress, leave=False, dynamic_ncols=True)
     for i, batch in enumerate(loader):
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
@@ -243,6 +317,7 @@ def train_epoch(
         step_loss += loss.detach() / args.grad_accum
         epoch_loss += loss.detach()
         batches += 1
+        bar.update()
         if not last_micro_step:
             continue
 
@@ -250,15 +325,194 @@ def train_epoch(
         nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
         scaler.step(optimizer)
         scaler.update()
+        scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
         step_losses.append(step_loss)
+        if after_step is not None:
+            after_step(step, step_loss)
         step_loss = torch.zeros((), device=device)
-        if step % args.log_every == 0:
-            log.info("step %d loss %.4f (rank 0)", step, step_losses[-1].item())
         if args.max_steps is not None and step >= args.max_steps:
             break
+    bar.close()
     return step, step_losses, epoch_loss, batches
+
+
+def split_dataset(
+    dataset: Dataset, args: argparse.Namespace
+) -> tuple[Dataset, Dataset]:
+    """Hold out --val-fraction of the data for validation, the same split on every rank.
+
+    Have a separate validation set? Return it here instead.
+    """
+    val_size = max(1, round(len(dataset) * args.val_fraction))
+    generator = torch.Generator().manual_seed(args.seed)
+    train_set, val_set = random_split(
+        dataset, [len(dataset) - val_size, val_size], generator=generator
+    )
+    return train_set, val_set
+
+
+def real_samples(
+    rank: int, world_size: int, total: int, start: int, count: int
+) -> torch.Tensor:
+    """Which samples of a validation batch are real, not DistributedSampler padding.
+
+    With shuffle=False the sampler pads the dataset with its first samples so that
+    every rank gets as many batches; local position j on rank r is global position
+    r + j * world_size, a repeat when past the end. Counted, repeats would count twice.
+    """
+    positions = rank + (start + torch.arange(count)) * world_size
+    return positions < total
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, loader: DataLoader, device: torch.device, args: argparse.Namespace
+) -> dict[str, float]:
+    """Loss and accuracy over the whole validation set, exact across ranks: sums and
+    counts are all-reduced (not per-rank means averaged) and padding is left out."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    model.eval()
+    totals = torch.zeros(
+        3, dtype=torch.float64, device=device
+    )  # loss sum, correct, count
+    seen = 0
+    for batch in loader:
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        with autocast(device, args.precision):
+            logits = model(**batch)
+        real = real_samples(rank, world_size, len(loader.dataset), seen, len(labels))
+        real = real.to(device)
+        seen += len(labels)
+        loss = nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+        correct = logits.argmax(dim=-1) == labels
+        totals += torch.stack(
+            [loss[real].sum(), correct[real].sum(), real.sum()]
+        ).double()
+    dist.all_reduce(totals)
+    model.train()
+    loss_sum, correct_sum, count = totals.tolist()
+    return {
+        "loss": loss_sum / count,
+        "accuracy": correct_sum / count,
+        "count": int(count),
+    }
+
+
+def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
+    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class Monitor:
+    """Logs every --log-every steps (rank 0's loss, LR, samples/s, ETA) and validates
+    every --eval-every steps and at each epoch end, to the log and the tracker."""
+
+    def __init__(
+        self,
+        args,
+        tracker,
+        scheduler,
+        global_batch: int,
+        total_steps: int,
+        step: int,
+        evaluate,
+    ) -> None:
+        self.args, self.tracker, self.scheduler = args, tracker, scheduler
+        self.global_batch, self.total_steps, self.evaluate = (
+            global_batch,
+            total_steps,
+            evaluate,
+        )
+        self.since, self.since_step = time.perf_counter(), step
+        self.metrics: dict[str, float] = {}
+
+    def after_step(self, step: int, loss: torch.Tensor) -> None:
+        if step % self.args.log_every == 0:
+            now = time.perf_counter()
+            rate = (step - self.since_step) * self.global_batch / (now - self.since)
+            eta = datetime.timedelta(
+                seconds=round(
+                    (self.total_steps - step) * self.global_batch / max(rate, 1e-9)
+                )
+            )
+            lr = self.scheduler.get_last_lr()[0]
+            value = loss.item()  # this rank's; the epoch mean is averaged over ranks
+            log.info(
+                "step %d/%d loss %.4f lr %.2e %.0f samples/s ETA %s",
+                step, self.total_steps, value, lr, rate, eta,
+            )  # fmt: skip
+            self.tracker.log(
+                {"train/loss": value, "train/lr": lr, "train/samples_per_s": rate}, step
+            )
+            self.since, self.since_step = now, step
+        if self.args.eval_every and step % self.args.eval_every == 0:
+            self.validate(step)
+
+    def validate(self, step: int) -> dict[str, float]:
+        self.metrics = self.evaluate()
+        loss, accuracy = self.metrics["loss"], self.metrics["accuracy"]
+        log.info("step %d validation: loss %.4f, accuracy %.4f", step, loss, accuracy)
+        self.tracker.log({"val/loss": loss, "val/accuracy": accuracy}, step)
+        return self.metrics
+
+
+class Tracker:
+    """Experiment tracking from global rank 0 only (the other ranks get a no-op)."""
+
+    def __init__(self, args: argparse.Namespace, enabled: bool) -> None:
+        self.kind = args.tracker if enabled else "none"
+        try:
+            if self.kind == "tensorboard":
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(log_dir=str(args.log_dir))
+            elif self.kind == "wandb":
+                import wandb
+
+                self.run = wandb.init(project="proj", config=vars(args))
+            elif self.kind == "mlflow":
+                import mlflow
+
+                mlflow.set_experiment("proj")
+                mlflow.start_run()
+                mlflow.log_params({k: str(v) for k, v in vars(args).items()})
+        except ImportError as err:
+            raise SystemExit(
+                f"--tracker {self.kind}: {err.name} is not installed; "
+                f"pip install {err.name}, or pass --tracker none"
+            ) from None
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if self.kind == "tensorboard":
+            for name, value in metrics.items():
+                self.writer.add_scalar(name, value, step)
+        elif self.kind == "wandb":
+            self.run.log(metrics, step=step)
+        elif self.kind == "mlflow":
+            import mlflow
+
+            mlflow.log_metrics(metrics, step=step)
+
+    def close(self) -> None:
+        if self.kind == "tensorboard":
+            self.writer.close()
+        elif self.kind == "wandb":
+            self.run.finish()
+        elif self.kind == "mlflow":
+            import mlflow
+
+            mlflow.end_run()
 
 
 def setup_distributed() -> torch.device:
@@ -316,17 +570,28 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         data.prepare(args)  # downloads happen once, while the other ranks wait
     dist.barrier()
     dataset = data.build_dataset(args)
+    train_set, val_set = split_dataset(dataset, args)
     # Each rank reads a disjoint shard of every epoch.
     sampler = DistributedSampler(
-        dataset, num_replicas=world_size, rank=rank, seed=args.seed
+        train_set, num_replicas=world_size, rank=rank, seed=args.seed
     )
     loader = DataLoader(
-        dataset,
+        train_set,
         batch_size=args.batch_size,
         sampler=sampler,
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
+    )
+    # Validation in order, padded to equal batch counts; evaluate() drops the padding.
+    val_loader = DataLoader(
+        val_set,
+        batch_size=args.batch_size,
+        sampler=DistributedSampler(
+            val_set, num_replicas=world_size, rank=rank, shuffle=False
+        ),
+        num_workers=args.num_workers,
+        pin_memory=device.type == "cuda",
     )
 
     model = build_model(args, dataset.num_classes).to(device)
@@ -334,76 +599,102 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         model.parameters(), lr=args.lr, weight_decay=args.weight_decay
     )
     scaler = make_scaler(args.precision)
+    steps_per_epoch = math.ceil(len(loader) / args.grad_accum)
+    total_steps = steps_per_epoch * args.epochs
+    if args.max_steps is not None:
+        total_steps = min(total_steps, args.max_steps)
+    scheduler = lr_schedule(optimizer, total_steps, args.warmup_ratio)
 
     checkpoint_path = args.checkpoint_dir / "last.pt"
-    start_epoch, step = 0, 0
+    position = {"epoch": -1, "step": 0, "best": -1.0}
     # After a failure torchrun restarts all workers (--max_restarts): resume.
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    if args.resume or restarted:
+    if args.resume or restarted or args.eval_only:
         state = load_checkpoint(checkpoint_path)
         if state is not None:
-            start_epoch, step = restore(state, model, optimizer, scaler)
+            position = restore(state, model, optimizer, scaler, scheduler)
             log.info(
                 "resumed from %s at epoch %d, step %d",
                 checkpoint_path,
-                start_epoch,
-                step,
+                position["epoch"] + 1,
+                position["step"],
             )
-        elif args.resume:
+        elif args.resume or args.eval_only:
             raise SystemExit(f"--resume: no checkpoint at {checkpoint_path}")
+    if args.eval_only:
+        metrics = evaluate(model, val_loader, device, args)
+        log.info(
+            "validation: loss %.4f, accuracy %.4f", metrics["loss"], metrics["accuracy"]
+        )
+        return {"world_size": world_size, **{f"val_{k}": v for k, v in metrics.items()}}
 
     # DDP broadcasts rank 0's weights here, then all-reduces gradients in backward().
     wrapped = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     no_sync = wrapped.no_sync
     forward = wrapped
 
+    global_batch = args.batch_size * world_size * args.grad_accum
     log.info(
-        "world size %d on %s (%s); global batch %d = %d per rank x %d ranks x %d",
+        "world size %d on %s (%s); global batch %d = %d per rank x %d ranks x %d accum",
         world_size,
         device.type,
         dist.get_backend(),
-        args.batch_size * world_size * args.grad_accum,
+        global_batch,
         args.batch_size,
         world_size,
         args.grad_accum,
     )
+    tracker = Tracker(args, enabled=rank == 0)
+    monitor = Monitor(
+        args, tracker, scheduler, global_batch, total_steps, position["step"],
+        lambda: evaluate(model, val_loader, device, args),
+    )  # fmt: skip
     losses = FirstLast()
     started = time.perf_counter()
-    for epoch in range(start_epoch, args.epochs):
+    step = position["step"]
+    for epoch in range(position["epoch"] + 1, args.epochs):
         # Without set_epoch every epoch would replay the same shuffle on every rank.
         sampler.set_epoch(epoch)
         wrapped.train()
         epoch_started = time.perf_counter()
         step, step_losses, loss_sum, batches = train_epoch(
-            args, forward, model, loader, optimizer, scaler, device, no_sync, step
-        )
+            args, forward, model, loader, optimizer, scaler, scheduler, device, no_sync,
+            step, monitor.after_step, progress=rank == 0,
+        )  # fmt: skip
         for step_loss in step_losses[:1] + step_losses[-1:]:
             losses.add(step_loss)
         seconds = time.perf_counter() - epoch_started
         loss = mean_across_ranks(loss_sum / max(batches, 1))
         throughput = batches * args.batch_size * world_size / seconds
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
-        state = training_state(model, optimizer, scaler, epoch, step)
+        metrics = monitor.validate(step)
+        improved = metrics["accuracy"] > position["best"]
+        position = {
+            "epoch": epoch,
+            "step": step,
+            "best": max(metrics["accuracy"], position["best"]),
+        }
+        state = training_state(model, optimizer, scaler, scheduler, position)
         if rank == 0:
-            save_checkpoint(checkpoint_path, state)
+            save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
         del state
         if args.max_steps is not None and step >= args.max_steps:
             break
+    tracker.close()
 
     parameters = list(model.parameters())
-    dist.barrier()  # rank 0's checkpoint is on disk
-    report = smoke_report(
+    dist.barrier()  # rank 0's checkpoints are on disk
+    return smoke_report(
         losses,
         parameters,
+        val_accuracy=monitor.metrics.get("accuracy"),
         checkpoint_loads=rank != 0
-        or checkpoint_loads(checkpoint_path, args, dataset.num_classes, parameters),
+        or checkpoint_loads(args.checkpoint_dir, args, dataset.num_classes, parameters),
         device=device.type,
         precision=args.precision,
         steps=step,
         seconds=round(time.perf_counter() - started, 3),
     )
-    dist.barrier()  # rank 0's checkpoint is on disk before anyone exits
-    return report
 
 
 def main() -> None:
