@@ -33,6 +33,58 @@ def test_every_framework_and_task_generates_and_passes_its_smoke_test(tmp_path, 
     expected_world = 1 if framework == "dp" else 2
     assert report["world_size"] == expected_world and report["params_in_sync"] is True
     assert report["steps"] >= 8 and "PASS" in result.stdout
+    assert 0 <= report["val_accuracy"] <= 1 and report["checkpoint_loads"] is True
+
+
+# The scalars each framework writes to TensorBoard (its own names where it has them).
+TAGS = {
+    "ddp": {"train/loss", "train/lr", "train/samples_per_s", "val/loss", "val/accuracy"},
+    "dp": {"train/loss", "train/lr", "train/samples_per_s", "val/loss", "val/accuracy"},
+    "lightning": {"train/loss", "lr-AdamW", "train/samples_per_s", "val/loss", "val/accuracy"},
+    "hf": {"train/loss", "train/learning_rate", "eval/loss", "eval/accuracy"},
+}
+CHECKPOINTS = {
+    "ddp": ("last.pt", "best.pt", "epoch-0000.pt"),
+    "dp": ("last.pt", "best.pt", "epoch-0000.pt"),
+    "lightning": ("last.ckpt", "best-epoch=0000.ckpt"),
+    "hf": ("checkpoint-*",),
+}
+
+
+def scalar_tags(log_dir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for events in log_dir.rglob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        tags |= set(accumulator.Tags()["scalars"])
+    return tags
+
+
+@pytest.mark.parametrize("combo", COMBOS)
+def test_every_combination_logs_validates_checkpoints_and_passes_its_own_tests(tmp_path, combo):
+    """TensorBoard scalars, best and last checkpoints, and the project's own pytest."""
+    framework, task = combo.split("-")
+    project = generate(tmp_path, "--framework", framework, "--task", task)
+    launcher = [sys.executable] if framework == "dp" else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]  # fmt: skip
+    run = subprocess.run(
+        [*launcher, "train.py", "--smoke", "--epochs", "1", "--log-every", "2",
+         "--checkpoint-dir", "ck", "--log-dir", "tb"],
+        cwd=project, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert TAGS[framework] <= scalar_tags(project / "tb")
+    for name in CHECKPOINTS[framework]:
+        assert list((project / "ck").glob(name)), sorted(p.name for p in (project / "ck").iterdir())
+    # the generated project's own tests: 2-process training, checkpoints, resume
+    own = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert own.returncode == 0, own.stdout[-4000:] + own.stderr[-2000:]
+    assert "2 passed" in own.stdout
 
 
 def torchrun(project: Path, nproc: int, *args: str) -> subprocess.CompletedProcess:
@@ -120,7 +172,7 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     [
         ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
         ("hf", "checkpoint-16", "'epoch': '2.125'"),  # logs start in the third epoch
-        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 32"),
+        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 30"),
     ],
 )
 def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkpoint, resumed):
@@ -144,4 +196,23 @@ def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkp
     assert resumed in out
     assert "'epoch': '0.125'" not in out  # (hf) nothing of the first epoch was trained again
     report = report_of(second.stdout)
-    assert report["steps"] == (48 if framework == "dp" else 24)  # one more epoch, not three
+    # one more epoch, not three (58 samples to train: 15 batches of 4, or 8 per rank)
+    assert report["steps"] == (45 if framework == "dp" else 24)
+
+
+def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_path):
+    """13 validation samples on 2 and 3 ranks: DistributedSampler pads them to 14 and 15;
+    the metric must count each real sample once, exactly as one process does."""
+    project = generate(tmp_path)
+    common = ("--num-samples", "100", "--val-fraction", "0.13", "--checkpoint-dir", "ck")
+    trained = torchrun(project, 2, "--epochs", "1", *common)
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    results = {}
+    for nproc in (1, 2, 3):
+        run = torchrun(project, nproc, "--eval-only", *common)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        results[nproc] = report_of(run.stdout)
+    assert [r["val_count"] for r in results.values()] == [13, 13, 13]
+    for nproc in (2, 3):
+        assert results[nproc]["val_accuracy"] == results[1]["val_accuracy"]
+        assert abs(results[nproc]["val_loss"] - results[1]["val_loss"]) < 1e-6

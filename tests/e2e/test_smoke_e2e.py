@@ -85,7 +85,7 @@ def test_smoke_fails_when_a_rank_raises(tmp_path):
 
 def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
     project = generate(tmp_path)
-    inject(project, "    report = smoke_report(\n",
+    inject(project, "    return smoke_report(\n",
            "    if rank == 1:\n        with torch.no_grad():\n"
            "            next(model.parameters()).add_(1.0)\n")  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)
@@ -116,16 +116,18 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     import torch
 
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
-    assert (state["epoch"], state["step"]) == (0, 64)  # 8192 samples / 2 ranks / 64
-    assert set(state) == {"model", "optimizer", "scaler", "epoch", "step"}
+    # 8192 samples, 819 held out for validation: 7373 / 2 ranks / 64 -> 58 batches
+    assert (state["epoch"], state["step"]) == (0, 58)
+    assert set(state) == {"model", "optimizer", "scaler", "scheduler", "epoch", "step", "best"}
     assert state["optimizer"]["state"], "optimizer moments must be saved"
     second = subprocess.run(
         [*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True
     )
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "resumed from ck/last.pt at epoch 1, step 64" in second.stdout
+    assert "resumed from ck/last.pt at epoch 1, step 58" in second.stdout
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
-    assert (state["epoch"], state["step"]) == (1, 128)
+    assert (state["epoch"], state["step"]) == (1, 116)
+    assert state["scheduler"]["last_epoch"] == 116  # the LR schedule went on, not restarted
     assert not list((project / "ck").glob("*.tmp"))
 
 
@@ -166,3 +168,31 @@ def test_multi_node_script_trains_across_two_nodes_on_this_host(tmp_path, rdzv):
     assert [n.returncode for n in nodes] == [0, 0], outputs
     report = report_of("\n".join(outputs))
     assert report["world_size"] == 2 and report["params_in_sync"] is True
+
+
+def test_resumed_training_ends_bit_for_bit_where_uninterrupted_training_ends(tmp_path):
+    """Weights, optimizer moments, LR schedule and data order all come back on resume."""
+    import torch
+
+    project = generate(tmp_path)
+    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "train.py", "--smoke"]  # fmt: skip
+    env = {**os.environ, **CPU_ENV}
+
+    # a crash right after the first epoch's checkpoint, when CRASH is set
+    inject(project, "        del state\n",
+           "        if os.environ.get('CRASH'):\n            raise SystemExit(3)\n")  # fmt: skip
+
+    def run(*args: str, **extra: str) -> int:
+        done = subprocess.run([*base, "--epochs", "3", *args], cwd=project,
+                              env={**env, **extra}, capture_output=True, text=True)  # fmt: skip
+        return done.returncode
+
+    assert run("--checkpoint-dir", "straight") == 0
+    assert run("--checkpoint-dir", "interrupted", CRASH="1") != 0
+    assert run("--checkpoint-dir", "interrupted", "--resume") == 0
+    a = torch.load(project / "straight" / "last.pt", weights_only=True)
+    b = torch.load(project / "interrupted" / "last.pt", weights_only=True)
+    assert a["step"] == b["step"] == 24
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

@@ -17,7 +17,9 @@ from torchvision import datasets, transforms
 
 # ImageNet statistics: the usual choice, and right for pretrained torchvision weights.
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-SMOKE_NUM_SAMPLES = 64
+SMOKE_NUM_SAMPLES = (
+    80  # 72 to train: whole batches of 4 on 2 ranks (BatchNorm needs >1)
+)
 SMOKE_IMAGE_SIZE = 32
 
 

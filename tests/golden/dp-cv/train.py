@@ -588,7 +588,7 @@ def main() -> None:
         stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(message)s"
     )
     report = train(args)
-    if args.smoke:
+    if args.smoke or args.eval_only:
         print(SMOKE_MARKER + json.dumps(report), flush=True)
 
 

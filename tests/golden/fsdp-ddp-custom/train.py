@@ -769,7 +769,7 @@ def main() -> None:
     device = setup_distributed()
     try:
         report = train(args, device)
-        if args.smoke and dist.get_rank() == 0:
+        if (args.smoke or args.eval_only) and dist.get_rank() == 0:
             print(SMOKE_MARKER + json.dumps(report), flush=True)
     finally:
         shutdown()  # train() returned: its model, optimizer and tensors are garbage
