@@ -107,6 +107,9 @@ def generated(work: Path, framework: str):
             str(SAMPLES),
             "--num-workers",
             "0",
+            # one validation sample: the baselines do not validate
+            "--val-fraction",
+            "0",
         ]
 
     return cmd, project

@@ -76,6 +76,7 @@ FEATURES: dict[str, Version] = {
     # FSDP: FSDP1 (FullyShardedDataParallel) exists from 1.11, but full state dicts that load
     # back through torch.distributed.checkpoint.state_dict.{get,set}_state_dict need 2.2.
     "fsdp": (2, 2),
+    "tensorboard_without_six": (2, 0),
     "fully_shard": (2, 6),  # FSDP2, public as torch.distributed.fsdp.fully_shard
 }
 
@@ -203,6 +204,8 @@ def requirements(
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         lines.append(chosen[1])
+        if tracker == "tensorboard" and not features(minor)["tensorboard_without_six"]:
+            lines.append("six")  # torch 1.13's SummaryWriter imports it (measured)
     lines.append("pytest>=7")  # the project's own tests (tests/)
     if not features(minor)["numpy2"]:
         lines.append("numpy<2")
@@ -229,6 +232,24 @@ FSDP_NEEDS_GPUS = {
     "lightning": "Lightning's FSDP strategy runs only on GPUs",
     "hf": "the Trainer (accelerate) uses FSDP only on GPUs",
 }
+# Plain PyTorch FSDP on CPU with gloo, measured with the nox sessions: 2.14 trains, gathers
+# and reloads full state dicts; 2.4 (FSDP1) calls torch.cuda at wrap time, and with
+# device_id=cpu crashes (SIGSEGV) gathering the state dict; 2.6 (FSDP2) fails in
+# backward ("'Stream' object has no attribute 'record_event'"). Versions in between are
+# unmeasured, so they count as GPU-only.
+FSDP_CPU_FROM: Version = (2, 14)
+
+
+def fsdp_needs_gpus(framework: str, torch: str) -> str | None:
+    """Why FSDP in ``framework`` on torch ``torch`` cannot run without GPUs, or None."""
+    if framework in FSDP_NEEDS_GPUS:
+        return FSDP_NEEDS_GPUS[framework]
+    if parse_minor(torch) < FSDP_CPU_FROM:
+        return (
+            f"FSDP on CPU works from torch {format_minor(FSDP_CPU_FROM)} "
+            f"(torch {torch} needs GPUs for it)"
+        )
+    return None
 
 
 def fsdp_problem(minor: str, precision: str) -> str | None:

@@ -61,9 +61,10 @@ class SmokeResult:
 
 def unavailable(spec: Spec, machine: Machine) -> str | None:
     """Why this machine cannot smoke-test the project at all, or None."""
-    if spec.strategy == "fsdp" and not machine.gpus and spec.framework in compat.FSDP_NEEDS_GPUS:
+    why = compat.fsdp_needs_gpus(spec.framework, spec.torch) if spec.strategy == "fsdp" else None
+    if why and not machine.gpus:
         return _("{why}, and this machine has none: run `genie smoke` on a GPU node").format(
-            why=compat.FSDP_NEEDS_GPUS[spec.framework]
+            why=why
         )
     return None
 

@@ -237,8 +237,10 @@ def _frameworks_available(answers: Answers) -> tuple[str, ...]:
 
 def _strategies_available(answers: Answers) -> tuple[str, ...]:
     # The wizard offers fsdp only where it can be generated (the cross-check says why not).
-    fsdp_ok = compat.parse_minor(str(answers.get("torch"))) >= compat.FEATURES["fsdp"] and (
-        bool(answers.get("gpus_per_node")) or answers.get("framework") not in compat.FSDP_NEEDS_GPUS
+    torch = str(answers.get("torch"))
+    fsdp_ok = compat.parse_minor(torch) >= compat.FEATURES["fsdp"] and (
+        bool(answers.get("gpus_per_node"))
+        or not compat.fsdp_needs_gpus(str(answers.get("framework")), torch)
     )
     return tuple(STRATEGIES) if fsdp_ok else ("ddp",)
 
@@ -470,10 +472,11 @@ def _cross_check(v: Mapping[str, Any]) -> None:
         )  # fmt: skip
     if v["strategy"] == "fsdp":
         problem = compat.fsdp_problem(v["torch"], v["precision"])
-        if not problem and not v["gpus_per_node"] and v["framework"] in compat.FSDP_NEEDS_GPUS:
-            problem = compat.FSDP_NEEDS_GPUS[v["framework"]] + _(
-                "; set --gpus-per-node, or use --framework ddp (plain PyTorch FSDP runs on CPU)"
-            )
+        needs_gpus = compat.fsdp_needs_gpus(v["framework"], v["torch"])
+        if not problem and not v["gpus_per_node"] and needs_gpus:
+            problem = needs_gpus + _(
+                "; set --gpus-per-node, or use --framework ddp with torch {v} for FSDP on CPU"
+            ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
         if problem:
             raise SpecError(label["strategy"].label, "fsdp", problem)
     problem = compat.python_problem(v["torch"], v["python"])

@@ -149,7 +149,7 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
         return rendered[variant]["requirements.txt"].decode()
 
     assert requirements("torch1.13-py3.10").splitlines()[1:] == [
-        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "pytest>=7", "numpy<2",
+        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "six", "pytest>=7", "numpy<2",
     ]  # fmt: skip
     assert "torch>=2.14,<2.15\n" in requirements("cpu-default")
     assert "numpy" not in requirements("cpu-default")
