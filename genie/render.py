@@ -82,6 +82,10 @@ def context(spec: Spec) -> dict[str, Any]:
         "framework_title": FRAMEWORK_TITLES[spec.framework],
         "task_title": TASK_TITLES[spec.task],
         "world_size": spec.world_size,
+        # why this project's FSDP cannot run on CPU (its own tests skip there), or None
+        "fsdp_gpu_only": (
+            compat.fsdp_needs_gpus(spec.framework, spec.torch) if spec.strategy == "fsdp" else None
+        ),
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
         "launch": {

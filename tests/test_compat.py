@@ -29,9 +29,21 @@ def test_feature_gates_follow_the_reference(torch, feature, expected):
 
 
 def test_requirements_pin_the_minor_and_numpy_below_2_3():
-    assert compat.requirements("2.14") == ["torch>=2.14,<2.15"]
-    assert compat.requirements("2.2") == ["torch>=2.2,<2.3", "numpy<2"]
-    assert compat.requirements("1.13") == ["torch>=1.13,<1.14", "numpy<2"]
+    # ddp with no tracker: torch, tqdm for the progress bar, pytest for the project's tests
+    assert compat.requirements("2.14") == ["torch>=2.14,<2.15", "tqdm>=4.64", "pytest>=7"]
+    assert compat.requirements("2.2")[-1] == "numpy<2"
+    assert compat.requirements("1.13", "3.10", "dp", "custom", "tensorboard") == [
+        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "six", "pytest>=7", "numpy<2",
+    ]  # fmt: skip
+    lightning = compat.requirements("2.14", "3.11", "lightning", "custom", "mlflow")
+    assert "mlflow>=2.0" in lightning and not any(x.startswith("tqdm") for x in lightning)
+
+
+def test_fsdp_runs_on_cpu_only_where_measured():
+    assert compat.fsdp_needs_gpus("ddp", "2.14") is None
+    assert "torch 2.6 needs GPUs" in compat.fsdp_needs_gpus("ddp", "2.6")
+    assert "only on GPUs" in compat.fsdp_needs_gpus("lightning", "2.14")
+    assert "only on GPUs" in compat.fsdp_needs_gpus("hf", "2.14")
 
 
 def test_python_and_compile_limits_explain_what_would_work():
