@@ -196,3 +196,24 @@ def test_resumed_training_ends_bit_for_bit_where_uninterrupted_training_ends(tmp
     assert a["step"] == b["step"] == 24
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+def test_a_chosen_tracker_that_is_not_installed_is_named_with_the_fix(tmp_path):
+    from importlib.util import find_spec
+
+    if find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    result = run_genie("new", "p", "--yes", "--tracker", "wandb", cwd=tmp_path, **CPU_ENV)
+    assert result.returncode == 1
+    assert "lacks wandb: pip install -r requirements.txt" in result.stderr
+    assert "wandb>=" in (tmp_path / "p" / "requirements.txt").read_text()
+    # and train.py itself, run without genie, says the same in one line
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+         "train.py", "--smoke", "--checkpoint-dir", "ck"],
+        cwd=tmp_path / "p", env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "--tracker wandb: wandb is not installed; pip install wandb, or pass --tracker none" in (
+        run.stdout + run.stderr
+    )
