@@ -243,10 +243,7 @@ def checkpoint_loads(
     fresh = build_model(args, num_classes)
     fresh.load_state_dict(load_state(directory / "best.pt")["model"])
     fresh.load_state_dict(load_state(directory / "last.pt")["model"])
-    saved = list(fresh.parameters())
-    return len(saved) == len(parameters) and all(
-        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
-    )
+    return holds_exactly(fresh, parameters)
 
 
 def mean_across_ranks(value: torch.Tensor) -> float:
@@ -386,6 +383,27 @@ def real_samples(
     return positions < total
 
 
+def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
+    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 @torch.no_grad()
 def evaluate(
     model: nn.Module, loader: DataLoader, device: torch.device, args: argparse.Namespace
@@ -419,19 +437,6 @@ def evaluate(
         "accuracy": correct_sum / count,
         "count": int(count),
     }
-
-
-def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
-    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
-    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class Monitor:

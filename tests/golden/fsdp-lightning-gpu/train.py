@@ -223,6 +223,27 @@ def real_samples(
     return positions < total
 
 
+def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
+    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 
 
@@ -334,20 +355,9 @@ class Classifier(L.LightningModule):
         optimizer = torch.optim.AdamW(
             self.parameters(), lr=self.args.lr, weight_decay=self.args.weight_decay
         )
-        total = self.trainer.estimated_stepping_batches  # optimizer steps, all epochs
-        warmup = (
-            max(1, round(total * self.args.warmup_ratio))
-            if self.args.warmup_ratio
-            else 0
-        )
-
-        def factor(step: int) -> float:  # linear warmup, then cosine decay
-            if step < warmup:
-                return (step + 1) / warmup
-            progress = min(1.0, (step - warmup) / max(1, total - warmup))
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        # over every optimizer step of all epochs
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = lr_schedule(optimizer, total, self.args.warmup_ratio)
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
@@ -445,10 +455,7 @@ def checkpoint_loads(
     for path in reversed(paths):
         state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
         fresh.load_state_dict({k[len("net.") :]: v for k, v in state.items()})
-    saved = list(fresh.parameters())
-    return len(saved) == len(parameters) and all(
-        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
-    )
+    return holds_exactly(fresh, parameters)
 
 
 def train(args: argparse.Namespace) -> dict | None:

@@ -211,6 +211,27 @@ def real_samples(
     return positions < total
 
 
+def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
+    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
+    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
 class WithLoss(nn.Module):
     """Adds the loss the Trainer expects to a model that returns logits."""
 
@@ -269,10 +290,7 @@ def checkpoint_loads(folders: list[str], args, num_classes: int, parameters) -> 
     fresh = WithLoss(build_model(args, num_classes))
     for folder in reversed(folders):
         fresh.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
-    saved = list(fresh.parameters())
-    return len(saved) == len(parameters) and all(
-        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
-    )
+    return holds_exactly(fresh, parameters)
 
 
 def training_arguments(args: argparse.Namespace) -> TrainingArguments:
