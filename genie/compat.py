@@ -118,7 +118,9 @@ LIBRARY_LINES: dict[str, tuple[LibraryLine, ...]] = {
         LibraryLine("transformers", (5, 23), (2, 6), (3, 11)),
         LibraryLine("transformers", (5, 20), (2, 6), (3, 10)),
         LibraryLine("transformers", (5, 15), (2, 5), (3, 10)),
-        LibraryLine("transformers", (5, 5), (2, 4), (3, 10)),
+        # 5.5-5.9 need the same torch and Python as 5.10, but 5.10 changed the FSDP API
+        # (LIBRARY_FEATURES): a pin must not straddle it.
+        LibraryLine("transformers", (5, 10), (2, 4), (3, 10)),
         LibraryLine("transformers", (5, 0), (2, 2), (3, 10)),
         LibraryLine("transformers", (4, 56), (2, 2), (3, 9)),
         LibraryLine("transformers", (4, 53), (2, 1), (3, 9)),
@@ -137,6 +139,26 @@ LIBRARY_LINES: dict[str, tuple[LibraryLine, ...]] = {
         LibraryLine("datasets", (2, 14), (1, 0), (3, 8)),
     ),
 }
+
+# First release of a library line whose API the generated code writes differently, by
+# the line requirements.txt pins (a pin never straddles one of these).
+LIBRARY_FEATURES: dict[str, tuple[str, Version]] = {
+    # TrainingArguments(fsdp=True, fsdp_config={...}) with FSDP2 by default; a string
+    # ("full_shard auto_wrap") is deprecated from 5.10 (measured in the 5.9 and 5.10 wheels).
+    "hf_fsdp_config": ("transformers", (5, 10)),
+}
+
+
+def library_features(torch: str, python: str) -> dict[str, bool]:
+    """Feature gates for the library lines a project on this torch and Python pins."""
+    gates = {}
+    for name, (package, first) in LIBRARY_FEATURES.items():
+        try:
+            gates[name] = library_line(package, torch, python)[0].version >= first
+        except LookupError:  # no line fits: the project does not use the package
+            gates[name] = False
+    return gates
+
 
 # What each framework and task needs besides torch.
 FRAMEWORK_PACKAGES = {

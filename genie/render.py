@@ -76,6 +76,7 @@ def context(spec: Spec) -> dict[str, Any]:
         "genie_version": __version__,
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
+        "libs": compat.library_features(spec.torch, spec.python),
         "requirements": compat.requirements(
             spec.torch, spec.python, spec.framework, spec.task, spec.tracker
         ),

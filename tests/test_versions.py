@@ -115,7 +115,48 @@ def test_fsdp_uses_the_fsdp_of_each_version(release, framework):
     elif framework == "lightning":
         assert "lightning.pytorch.strategies.FSDPStrategy" in imports
         assert call_keywords(source, "FSDPStrategy") >= {"auto_wrap_policy", "state_dict_type"}
+        # Lightning's FSDP precision plugin raises on clipping by norm: the module clips
+        # through the FSDP root (found on the H200: MisconfigurationException otherwise).
+        assert "self.trainer.strategy.model.clip_grad_norm_" in attribute_names(source)
     else:
         args = call_keywords(source, "TrainingArguments")
         assert {"fsdp", "fsdp_config"} <= args
         assert "ddp_find_unused_parameters" not in args
+        fsdp, config = keyword_values(source, "TrainingArguments", "fsdp", "fsdp_config")
+        pinned = transformers_pin(files["requirements.txt"].decode())
+        if pinned >= (5, 10):  # a string is deprecated there, and FSDP2 the default
+            assert fsdp is True
+            assert config["version"] == (2 if release.version >= (2, 6) else 1)
+            assert config["auto_wrap_policy"] == "SIZE_BASED_WRAP"
+        else:
+            assert fsdp == "full_shard auto_wrap" and "version" not in config
+
+
+def keyword_values(source: str, func: str, *names: str) -> list:
+    """The literal values of keyword arguments of calls to ``func`` (names kept as names)."""
+    found = {}
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == func:
+            for kw in n.keywords:
+                if kw.arg in names:
+                    value = ast.unparse(kw.value)
+                    try:
+                        found[kw.arg] = ast.literal_eval(value)
+                    except ValueError:  # a dict with a name in it: keep the keys we can read
+                        found[kw.arg] = {
+                            ast.literal_eval(k): ast.unparse(v)
+                            if not isinstance(v, ast.Constant) else v.value
+                            for k, v in zip(kw.value.keys, kw.value.values)
+                        }  # fmt: skip
+    return [found[name] for name in names]
+
+
+def transformers_pin(requirements: str) -> tuple[int, int]:
+    [line] = [x for x in requirements.splitlines() if x.startswith("transformers>=")]
+    low, high = line.removeprefix("transformers>=").split(",<")
+    low_v, high_v = compat.parse_minor(low), compat.parse_minor(high)
+    # the pin must not straddle a release that changed an API the code writes
+    for package, first in compat.LIBRARY_FEATURES.values():
+        if package == "transformers":
+            assert not low_v < first < high_v, line
+    return low_v

@@ -217,3 +217,25 @@ def test_a_chosen_tracker_that_is_not_installed_is_named_with_the_fix(tmp_path):
     assert "--tracker wandb: wandb is not installed; pip install wandb, or pass --tracker none" in (
         run.stdout + run.stderr
     )
+
+
+def test_max_grad_norm_zero_turns_clipping_off_instead_of_zeroing_gradients(tmp_path):
+    """--max-grad-norm 0 means "no clipping" (as in Lightning and HF): it must train exactly
+    like a bound no gradient reaches, not scale every gradient by 0."""
+    import torch
+
+    project = generate(tmp_path)
+
+    def final_weights(norm: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+             "train.py", "--smoke", "--tracker", "none", "--max-grad-norm", norm,
+             "--checkpoint-dir", f"ck-{norm}"],
+            cwd=project, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return torch.load(project / f"ck-{norm}" / "last.pt", weights_only=True)["model"]
+
+    off, unreachable, tight = final_weights("0"), final_weights("1e9"), final_weights("1e-3")
+    assert all(torch.equal(off[name], unreachable[name]) for name in off)
+    assert not all(torch.equal(off[name], tight[name]) for name in off)  # clipping still works

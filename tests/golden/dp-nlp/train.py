@@ -68,7 +68,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--weight-decay", type=float, default=0.01)
-    parser.add_argument("--max-grad-norm", type=float, default=1.0)
+    parser.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="gradient clipping norm (0: off)",
+    )
     parser.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="fp32")
     parser.add_argument("--compile", action="store_true", default=False)
     parser.add_argument("--no-compile", dest="compile", action="store_false")
@@ -268,8 +273,9 @@ def train_epoch(
         if not last_micro_step:
             continue
 
-        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-        nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        if args.max_grad_norm > 0:  # 0 turns clipping off, as in Lightning and HF
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+            nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
         scaler.step(optimizer)
         scaler.update()
         scheduler.step()

@@ -69,7 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--weight-decay", type=float, default=0.01)
-    parser.add_argument("--max-grad-norm", type=float, default=1.0)
+    parser.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="gradient clipping norm (0: off)",
+    )
     parser.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="bf16")
     parser.add_argument("--compile", action="store_true", default=False)
     parser.add_argument("--no-compile", dest="compile", action="store_false")
@@ -136,23 +141,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def collective_device() -> torch.device:
+    """Where a tensor must be for this process group's collectives: NCCL reduces only
+    CUDA tensors (the frameworks move the model back to the CPU when training ends)."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
-    # NCCL reduces only CUDA tensors.
-    cuda = dist.get_backend() == "nccl"
-    device = (
-        torch.device("cuda", torch.cuda.current_device())
-        if cuda
-        else torch.device("cpu")
+    total = value.detach().to(
+        device=collective_device(), dtype=torch.float32, copy=True
     )
-    total = value.detach().to(device=device, dtype=torch.float32, copy=True)
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.item() / dist.get_world_size()
 
 
 def params_in_sync(parameters: list[torch.Tensor]) -> bool:
     """True when all ranks hold identical parameters (elementwise max == min)."""
-    flat = torch.cat([p.detach().float().reshape(-1) for p in parameters])
+    device = collective_device()
+    flat = torch.cat(
+        [
+            p.detach().to(device=device, dtype=torch.float32).reshape(-1)
+            for p in parameters
+        ]
+    )
     high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
@@ -285,9 +299,11 @@ def full_parameters(model: nn.Module) -> list[torch.Tensor]:
 
 def is_sharded(model: nn.Module) -> bool:
     """True when FSDP really wraps ``model`` (frameworks may fall back to DDP)."""
-    from torch.distributed.fsdp import FullyShardedDataParallel
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 
-    return any(isinstance(m, FullyShardedDataParallel) for m in model.modules())
+    # accelerate applies FSDP2 (fully_shard) or FSDP1, as the Trainer's version chooses
+    sharded = (FSDPModule, FullyShardedDataParallel)
+    return any(isinstance(m, sharded) for m in model.modules())
 
 
 def compute_metrics(prediction) -> dict[str, float]:
@@ -336,8 +352,10 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         ddp_backend="nccl" if cuda else "gloo",
         # FSDP through accelerate: parameters, gradients and optimizer state sharded, in
         # units of at least FSDP_MIN_PARAMS parameters; checkpoints hold the full state.
-        fsdp="full_shard auto_wrap",
+        fsdp=True,
         fsdp_config={
+            "version": 2,  # FSDP2 (fully_shard)
+            "auto_wrap_policy": "SIZE_BASED_WRAP",
             "min_num_params": FSDP_MIN_PARAMS,
             "state_dict_type": "FULL_STATE_DICT",
         },

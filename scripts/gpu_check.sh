@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Smoke-test the generated projects on a GPU node: NCCL, bf16 and fp16, FSDP, torch.compile.
+#
+#   bash scripts/gpu_check.sh generate DIR TORCH PYTHON   # here: genie new for every variant
+#   bash scripts/gpu_check.sh run DIR LOG                 # on the GPU node: genie smoke each
+#
+# `generate` needs genie installed; `run` needs only torch, the frameworks, click and PyYAML
+# (genie itself can come from PYTHONPATH), so the GPU node needs no cookiecutter or black.
+# `run` prints one line per variant (PASS/FAIL, seconds, the GENIE_SMOKE report) and exits
+# non-zero if any failed; the whole output of every smoke run goes to LOG.
+set -uo pipefail
+
+# name: genie new flags (the GPU count, torch and Python come from the command line)
+VARIANTS=(
+    "ddp-custom-bf16:--framework ddp --task custom --precision bf16"
+    "ddp-custom-fp16:--framework ddp --task custom --precision fp16"
+    "ddp-custom-compile:--framework ddp --task custom --precision bf16 --compile"
+    "ddp-cv-bf16:--framework ddp --task cv --precision bf16"
+    "ddp-nlp-bf16:--framework ddp --task nlp --precision bf16"
+    "fsdp-ddp-custom-bf16:--framework ddp --task custom --precision bf16 --strategy fsdp"
+    "fsdp-ddp-nlp-bf16:--framework ddp --task nlp --precision bf16 --strategy fsdp"
+    "lightning-custom-bf16:--framework lightning --task custom --precision bf16"
+    "lightning-custom-fp16:--framework lightning --task custom --precision fp16"
+    "lightning-cv-bf16:--framework lightning --task cv --precision bf16"
+    "fsdp-lightning-custom-bf16:--framework lightning --task custom --precision bf16 --strategy fsdp"
+    "hf-custom-bf16:--framework hf --task custom --precision bf16"
+    "hf-custom-fp16:--framework hf --task custom --precision fp16"
+    "hf-nlp-bf16:--framework hf --task nlp --precision bf16"
+    "fsdp-hf-custom-bf16:--framework hf --task custom --precision bf16 --strategy fsdp"
+    "dp-custom-bf16:--framework dp --task custom --precision bf16"
+)
+
+generate() {
+    local dir=$1 torch=$2 python=$3 gpus=${4:-1}
+    mkdir -p "$dir"
+    for variant in "${VARIANTS[@]}"; do
+        name=${variant%%:*}
+        # shellcheck disable=SC2086
+        genie new "$dir/$name" --yes --no-smoke --torch "$torch" --python "$python" \
+            --gpus-per-node "$gpus" ${variant#*:} >/dev/null || { echo "genie new $name failed"; return 1; }
+    done
+    echo "generated ${#VARIANTS[@]} projects in $dir"
+}
+
+run_one() {
+    local project=$1 log=$2 started status report
+    started=$(date +%s)
+    python3 -m genie smoke "$project" --timeout 400 >"$log" 2>&1
+    status=$?
+    report=$(grep -o 'GENIE_SMOKE .*' "$log" | tail -1 | cut -c13-)
+    if [ $status -eq 0 ]; then verdict=PASS; else verdict="FAIL($status)"; fi
+    printf '%-28s %-8s %4ss %s\n' "$(basename "$project")" "$verdict" "$(($(date +%s) - started))" "$report"
+}
+
+run() {
+    local dir=$1 log=$2 jobs=${3:-4} failed=0
+    local tmp
+    tmp=$(mktemp -d)
+    export -f run_one
+    # a few at a time: each is a small model; the GPU and 16 cores take them side by side
+    find "$dir" -mindepth 1 -maxdepth 1 -type d | sort |
+        xargs -P "$jobs" -I{} bash -c 'run_one "$1" "$2/$(basename "$1").log"' _ {} "$tmp" |
+        tee "$tmp/summary"
+    for f in "$tmp"/*.log; do
+        printf '\n===== %s\n' "$(basename "$f" .log)"
+        cat "$f"
+    done >"$log"
+    grep -q FAIL "$tmp/summary" && failed=1
+    return $failed
+}
+
+case "${1:-}" in
+    generate) shift; generate "$@" ;;
+    run) shift; run "$@" ;;
+    *) sed -n 2,11p "$0"; exit 2 ;;
+esac
