@@ -29,6 +29,20 @@ FRAMEWORK_TITLES = {
     "hf": "the Hugging Face Trainer",
     "dp": "torch.nn.DataParallel",
 }
+FSDP_TITLES = {
+    "ddp": "PyTorch FullyShardedDataParallel (FSDP)",
+    "lightning": "PyTorch Lightning (FSDP strategy)",
+    "hf": "the Hugging Face Trainer (FSDP)",
+}
+
+
+def framework_title(spec: Spec) -> str:
+    """What trains the project, in words (the README and genie's file list say it)."""
+    if spec.strategy == "fsdp":
+        return FSDP_TITLES[spec.framework]
+    return FRAMEWORK_TITLES[spec.framework]
+
+
 TASK_TITLES = {
     "custom": "a small model on synthetic data",
     "nlp": "text classification (transformers)",
@@ -50,7 +64,7 @@ def project_files(spec: Spec) -> list[tuple[str, str]]:
     """Every file of the project, with one line saying what it is for."""
     files = [
         ("train.py", _("training with {f}: checkpoints, resume, --smoke").format(
-            f=FRAMEWORK_TITLES[spec.framework])),
+            f=framework_title(spec))),
         ("model.py", _("the model; replace it with yours")),
         ("data.py", _("the dataset; replace it with yours")),
         ("launch/single_node.sh", _("python on this machine") if spec.framework == "dp"
@@ -80,7 +94,7 @@ def context(spec: Spec) -> dict[str, Any]:
         "requirements": compat.requirements(
             spec.torch, spec.python, spec.framework, spec.task, spec.tracker
         ),
-        "framework_title": FRAMEWORK_TITLES[spec.framework],
+        "framework_title": framework_title(spec),
         "task_title": TASK_TITLES[spec.task],
         "world_size": spec.world_size,
         # why this project's FSDP cannot run on CPU (its own tests skip there), or None

@@ -94,7 +94,7 @@ def test_train_py_has_the_distributed_essentials(rendered):
     source = rendered["cpu-default"]["train.py"].decode()
     found = calls(source)
     for name in (
-        "sampler.set_epoch", "no_sync", "dist.destroy_process_group", "gc.collect",
+        "loader.sampler.set_epoch", "no_sync", "dist.destroy_process_group", "gc.collect",
         "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
     ):  # fmt: skip
         assert name in found, name
@@ -129,6 +129,25 @@ def test_dataparallel_is_plain_python_and_explains_itself(rendered):
     assert "nn.DataParallel" in calls(files["train.py"].decode())
     assert "exec python train.py" in files["launch/single_node.sh"].decode()
     assert "slower than DistributedDataParallel" in files["README.md"].decode()
+
+
+@pytest.mark.parametrize(
+    ("variant", "says"),
+    [
+        ("fsdp-ddp-custom", "PyTorch FullyShardedDataParallel (FSDP)"),
+        ("fsdp-lightning-gpu", "PyTorch Lightning (FSDP strategy)"),
+        ("fsdp-hf-gpu", "the Hugging Face Trainer (FSDP)"),
+        ("cpu-default", "PyTorch DistributedDataParallel"),
+    ],
+)
+def test_readme_and_file_list_name_what_trains_the_project(rendered, variant, says):
+    from genie.detect import Machine
+
+    readme = rendered[variant]["README.md"].decode().splitlines()[2]
+    assert f"trained with {says} on PyTorch" in readme
+    machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
+    listing = dict(render.project_files(build_spec({"name": "p", **VARIANTS[variant]}, machine)))
+    assert listing["train.py"].startswith(f"training with {says}:")
 
 
 def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):

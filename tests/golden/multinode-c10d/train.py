@@ -351,6 +351,63 @@ def train_epoch(
     return step, step_losses, epoch_loss, batches
 
 
+def fit(
+    args: argparse.Namespace,
+    forward: torch.nn.Module,
+    model: torch.nn.Module,
+    loader: DataLoader,
+    optimizer: torch.optim.Optimizer,
+    scaler,
+    scheduler,
+    device: torch.device,
+    no_sync,
+    monitor,
+    position: dict,
+    epoch_mean,
+    main_process: bool = True,
+) -> tuple[int, FirstLast]:
+    """Train from ``position`` to --epochs (or --max-steps).
+
+    Each epoch logs its mean loss (``epoch_mean`` reduces it) and samples/s, validates,
+    and checkpoints: every process builds the training state (with FSDP, gathering the
+    shards), the main one writes it. Returns the step reached and the step losses.
+    """
+    losses = FirstLast()
+    step = position["step"]
+    for epoch in range(position["epoch"] + 1, args.epochs):
+        if hasattr(loader.sampler, "set_epoch"):  # DistributedSampler
+            # Without set_epoch every epoch would replay the same shuffle on every rank.
+            loader.sampler.set_epoch(epoch)
+        forward.train()
+        started = time.perf_counter()
+        step, step_losses, loss_sum, batches = train_epoch(
+            args, forward, model, loader, optimizer, scaler, scheduler, device, no_sync,
+            step, monitor.after_step, progress=main_process,
+        )  # fmt: skip
+        for step_loss in step_losses[:1] + step_losses[-1:]:
+            losses.add(step_loss)
+        samples = (
+            batches * monitor.global_batch // args.grad_accum
+        )  # over all processes
+        throughput = samples / (time.perf_counter() - started)
+        loss = epoch_mean(loss_sum / max(batches, 1))
+        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        metrics = monitor.validate(step)
+        improved = metrics["accuracy"] > position["best"]
+        position = {
+            "epoch": epoch,
+            "step": step,
+            "best": max(metrics["accuracy"], position["best"]),
+        }
+        state = training_state(model, optimizer, scaler, scheduler, position)
+        if main_process:
+            save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
+        del state
+        if args.max_steps is not None and step >= args.max_steps:
+            break
+    return step, losses
+
+
 def split_dataset(
     dataset: Dataset, args: argparse.Namespace
 ) -> tuple[Dataset, Dataset]:
@@ -670,37 +727,11 @@ def train(args: argparse.Namespace, device: torch.device) -> dict:
         args, tracker, scheduler, global_batch, total_steps, position["step"],
         lambda: evaluate(model, val_loader, device, args),
     )  # fmt: skip
-    losses = FirstLast()
     started = time.perf_counter()
-    step = position["step"]
-    for epoch in range(position["epoch"] + 1, args.epochs):
-        # Without set_epoch every epoch would replay the same shuffle on every rank.
-        sampler.set_epoch(epoch)
-        wrapped.train()
-        epoch_started = time.perf_counter()
-        step, step_losses, loss_sum, batches = train_epoch(
-            args, forward, model, loader, optimizer, scaler, scheduler, device, no_sync,
-            step, monitor.after_step, progress=rank == 0,
-        )  # fmt: skip
-        for step_loss in step_losses[:1] + step_losses[-1:]:
-            losses.add(step_loss)
-        seconds = time.perf_counter() - epoch_started
-        loss = mean_across_ranks(loss_sum / max(batches, 1))
-        throughput = batches * args.batch_size * world_size / seconds
-        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
-        metrics = monitor.validate(step)
-        improved = metrics["accuracy"] > position["best"]
-        position = {
-            "epoch": epoch,
-            "step": step,
-            "best": max(metrics["accuracy"], position["best"]),
-        }
-        state = training_state(model, optimizer, scaler, scheduler, position)
-        if rank == 0:
-            save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
-        del state
-        if args.max_steps is not None and step >= args.max_steps:
-            break
+    step, losses = fit(
+        args, forward, model, loader, optimizer, scaler, scheduler, device, no_sync,
+        monitor, position, epoch_mean=mean_across_ranks, main_process=rank == 0,
+    )  # fmt: skip
     tracker.close()
 
     parameters = list(model.parameters())
