@@ -86,14 +86,18 @@ def interleaved(sides: list, runs: int) -> list[list[float]]:
     return rates
 
 
+def per_run(mine: list[float], base: list[float]) -> list[float]:
+    """The ratio of each run (both sides timed in the same run)."""
+    return [a / b for a, b in zip(mine, base)]
+
+
 def ratio(mine: list[float], base: list[float]) -> float:
-    """The median of the per-run ratios (each pair timed in the same run)."""
-    return statistics.median(a / b for a, b in zip(mine, base))
+    return statistics.median(per_run(mine, base))
 
 
 def spread(mine: list[float], base: list[float]) -> str:
     """The lowest and highest per-run ratio: how far one run can be off."""
-    ratios = [a / b for a, b in zip(mine, base)]
+    ratios = per_run(mine, base)
     return f"[{min(ratios):.2f}-{max(ratios):.2f}]"
 
 

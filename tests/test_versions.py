@@ -133,21 +133,24 @@ def test_fsdp_uses_the_fsdp_of_each_version(release, framework):
 
 
 def keyword_values(source: str, func: str, *names: str) -> list:
-    """The literal values of keyword arguments of calls to ``func`` (names kept as names)."""
-    found = {}
-    for n in ast.walk(ast.parse(source)):
-        if isinstance(n, ast.Call) and ast.unparse(n.func) == func:
-            for kw in n.keywords:
-                if kw.arg in names:
-                    value = ast.unparse(kw.value)
-                    try:
-                        found[kw.arg] = ast.literal_eval(value)
-                    except ValueError:  # a dict with a name in it: keep the keys we can read
-                        found[kw.arg] = {
-                            ast.literal_eval(k): ast.unparse(v)
-                            if not isinstance(v, ast.Constant) else v.value
-                            for k, v in zip(kw.value.keys, kw.value.values)
-                        }  # fmt: skip
+    """The values of keyword arguments of calls to ``func``: literals as Python values,
+    dicts key by key, anything else (a name, a call) as its source text."""
+
+    def value(node: ast.expr):
+        if isinstance(node, ast.Dict):
+            return {ast.literal_eval(k): value(v) for k, v in zip(node.keys, node.values)}
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return ast.unparse(node)
+
+    found = {
+        kw.arg: value(kw.value)
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == func
+        for kw in n.keywords
+        if kw.arg in names
+    }
     return [found[name] for name in names]
 
 
