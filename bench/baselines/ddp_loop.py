@@ -1,10 +1,6 @@
 """A minimal hand-written DDP training loop (no checkpoints, no AMP, no accumulation)."""
 
-import gc
-import sys
-
 import torch
-import torch.distributed as dist
 from common import Synthetic, mlp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -12,9 +8,8 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 
-def main() -> None:
-    epochs = int(sys.argv[1])
-    dist.init_process_group("gloo")
+def run(epochs: int, out: str) -> None:
+    """Train for ``epochs`` in the process group the caller set up (``out``: unused)."""
     torch.manual_seed(0)
     data = Synthetic()
     sampler = DistributedSampler(data)
@@ -28,10 +23,3 @@ def main() -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
-    del model, opt, loss, loader
-    gc.collect()
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()

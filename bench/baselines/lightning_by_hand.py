@@ -2,7 +2,6 @@
 (progress bar, checkpoint every epoch); no logger, as in the generated project."""
 
 import os
-import sys
 
 import lightning as L
 import torch
@@ -25,19 +24,16 @@ class Module(L.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=1e-3, weight_decay=0.01)
 
 
-def main() -> None:
+def run(epochs: int, out: str) -> None:
+    """Train for ``epochs`` under torchrun; checkpoints go to ``out``."""
     L.seed_everything(0)
     loader = DataLoader(Synthetic(), batch_size=32, shuffle=True, num_workers=0)
-    devices = int(os.environ["LOCAL_WORLD_SIZE"])
     trainer = L.Trainer(
         accelerator="cpu",
-        devices=devices,
+        devices=int(os.environ["LOCAL_WORLD_SIZE"]),
         strategy="ddp",
-        max_epochs=int(sys.argv[1]),
+        max_epochs=epochs,
         logger=False,
+        default_root_dir=out,
     )
     trainer.fit(Module(), loader)
-
-
-if __name__ == "__main__":
-    main()

@@ -122,6 +122,24 @@ def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
     assert not all(torch.allclose(c["model"][k], b["model"][k]) for k in c["model"])
 
 
+def test_accumulating_k_batches_of_b_equals_one_batch_of_kb_even_in_a_short_last_step(tmp_path):
+    """--grad-accum 4 x batch 8 steps like batch 32, including each epoch's last optimizer
+    step, which gets 2 micro-batches, not 4 (48 training samples: 6 batches of 8)."""
+    import torch
+
+    project = generate(tmp_path, "--lr", "0.01")
+    common = ("--smoke", "--val-fraction", "0.25", "--tracker", "none")
+    accum = torchrun(project, 1, *common, "--batch-size", "8", "--grad-accum", "4",
+                     "--checkpoint-dir", "accum")  # fmt: skip
+    whole = torchrun(project, 1, *common, "--batch-size", "32", "--checkpoint-dir", "whole")
+    assert accum.returncode == 0 and whole.returncode == 0, accum.stderr + whole.stderr
+    a = torch.load(project / "accum" / "last.pt", weights_only=True)
+    b = torch.load(project / "whole" / "last.pt", weights_only=True)
+    assert a["step"] == b["step"] == 4  # 2 epochs x (4 + 2 micro-batches)
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(tensor, b["model"][name], rtol=1e-5, atol=1e-6)
+
+
 def test_cv_trains_on_a_real_image_folder(tmp_path):
     from PIL import Image
 

@@ -323,31 +323,34 @@ def train_epoch(
     device: torch.device,
     no_sync,
     step: int,
+    losses: FirstLast,
     after_step=None,
     progress: bool = False,
-) -> tuple[int, list[torch.Tensor], torch.Tensor, int]:
+) -> tuple[int, torch.Tensor, int]:
     """One pass over ``loader`` with gradient accumulation.
 
-    Calls ``after_step(step, loss)`` after every optimizer step. Returns the step count
-    after it, the loss of each optimizer step, and the summed micro-batch loss and
-    micro-batch count (for the epoch mean).
+    Adds each optimizer step's loss (the mean over its micro-batches) to ``losses`` and
+    calls ``after_step(step, loss)`` after the step. Returns the step count after the
+    pass, and the summed micro-batch loss and micro-batch count (for the epoch mean).
     """
-    step_losses: list[torch.Tensor] = []
     epoch_loss, batches = torch.zeros((), device=device), 0
-    step_loss = torch.zeros((), device=device)
+    micro_losses: list[torch.Tensor] = []  # the current optimizer step's
+    accum, batches_in_epoch = args.grad_accum, len(loader)
     bar = tqdm(total=len(loader), disable=not progress, leave=False, dynamic_ncols=True)
     for i, batch in enumerate(loader):
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
-        last_micro_step = (i + 1) % args.grad_accum == 0 or i + 1 == len(loader)
+        # Micro-batches in this optimizer step: --grad-accum, or what the epoch has left
+        group = min(accum, batches_in_epoch - i // accum * accum)
+        last_micro_step = len(micro_losses) + 1 == group
         # no_sync skips the gradient all-reduce on all but the last micro-step;
         # gradients accumulate locally and are averaged once, before the step.
         with contextlib.nullcontext() if last_micro_step else no_sync():
             with autocast(device, args.precision):
                 loss = nn.functional.cross_entropy(forward(**batch), labels)
-            scaler.scale(loss / args.grad_accum).backward()
-        step_loss += loss.detach() / args.grad_accum
-        epoch_loss += loss.detach()
+            # Scaled so that the step applies the mean gradient of its micro-batches.
+            scaler.scale(loss / group if group > 1 else loss).backward()
+        micro_losses.append(loss.detach())
         batches += 1
         bar.update()
         if not last_micro_step:
@@ -363,14 +366,23 @@ def train_epoch(
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        step_losses.append(step_loss)
+        # Bookkeeping in as few tensor operations as possible: each costs a kernel
+        # launch, and nothing here waits for the device.
+        if len(micro_losses) == 1:
+            step_loss = micro_losses[0]
+            epoch_loss += step_loss
+        else:
+            step_sum = torch.stack(micro_losses).sum()
+            step_loss = step_sum / len(micro_losses)
+            epoch_loss += step_sum
+        micro_losses = []
+        losses.add(step_loss)
         if after_step is not None:
             after_step(step, step_loss)
-        step_loss = torch.zeros((), device=device)
         if args.max_steps is not None and step >= args.max_steps:
             break
     bar.close()
-    return step, step_losses, epoch_loss, batches
+    return step, epoch_loss, batches
 
 
 def fit(
@@ -402,12 +414,10 @@ def fit(
             loader.sampler.set_epoch(epoch)
         forward.train()
         started = time.perf_counter()
-        step, step_losses, loss_sum, batches = train_epoch(
+        step, loss_sum, batches = train_epoch(
             args, forward, model, loader, optimizer, scaler, scheduler, device, no_sync,
-            step, monitor.after_step, progress=main_process,
+            step, losses, monitor.after_step, progress=main_process,
         )  # fmt: skip
-        for step_loss in step_losses[:1] + step_losses[-1:]:
-            losses.add(step_loss)
         samples = (
             batches * monitor.global_batch // args.grad_accum
         )  # over all processes

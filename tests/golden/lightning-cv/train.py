@@ -311,8 +311,9 @@ class Classifier(L.LightningModule):
         loss = nn.functional.cross_entropy(self.net(**batch), labels)
         # The per-step value stays local (syncing it would add a collective per step).
         self.log("train/loss", loss, prog_bar=True)
-        self.losses.add(loss.detach())
-        self.loss_sum += loss.detach()
+        detached = loss.detach()
+        self.losses.add(detached)
+        self.loss_sum.add_(detached)  # in place: no nn.Module.__setattr__ per step
         self.batches += 1
         return loss
 
