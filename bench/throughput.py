@@ -11,8 +11,9 @@ project's train.py and the hand-written baseline (bench/baselines/) side by side
 processes call their training functions in turn, each for EPOCHS epochs: no interpreter
 start, import or process-group set-up is timed, and the sides of a ratio run seconds apart,
 sharing the slow drifts of a shared 2-core machine. (Timing whole torchrun runs one after
-another, as this script first did, left one run's ratio anywhere within +-20%.) The order
-of the sides rotates from round to round, after a warm-up round that is not counted.
+another, as this script first did, left one run's ratio anywhere within +-20%.) Each round
+calls every side once, in an order from a balanced Latin square (every side in every slot
+and after every other side equally often), after a warm-up round that is not counted.
 Two figures per call, in samples/s per process:
 - per step: batch / the median time between two optimizer steps (a global optimizer hook
   stamps every step, the frameworks' too). A step is data loading, forward, backward,
@@ -23,7 +24,8 @@ Two figures per call, in samples/s per process:
   adds what happens once per epoch or call (validation, checkpoints, building the Trainer,
   loading the best checkpoint at the end), for the record.
 Ratio = median of the per-round ratios, with a distribution-free 95% confidence interval
-for that median in brackets.
+for that median in brackets. A fourth side runs the same-math project once more and is
+compared with it: that A/A ratio, between identical code, shows what the bench can resolve.
 
 Each generated project is timed twice:
 - "same math": with the project's own flags set to do the per-step work its baseline does
@@ -82,7 +84,23 @@ BASELINE = {  # framework: (name, module in bench/baselines with run(epochs, out
     "hf": ("HF Trainer by hand", "hf_by_hand"),
 }
 TARGET = {"ddp": 0.95, "lightning": 1.0, "hf": 1.0}
-SIDES = ("same", "defaults", "baseline")
+# "again" is "same" once more: the ratio of the two is what the bench reads between
+# identical code (an A/A check), its resolution on this machine.
+SIDES = ("same", "defaults", "baseline", "again")
+
+
+def orders(n: int) -> list[list[int]]:
+    """A balanced Latin square (Williams design, n even): across its n rows every side runs
+    in every position once and follows every other side once, so neither a slot in the
+    round nor what ran just before (a carry-over) favours a side."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    return [[(k + shift) % n for k in first] for shift in range(n)]
 
 
 def project_argv(epochs: int, out: Path, flags: list[str]) -> list[str]:
@@ -124,6 +142,7 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
         "same": lambda e, out: call(project_argv(e, out, SAME_MATH[framework])),
         "defaults": lambda e, out: call(project_argv(e, out, [])),
         "baseline": lambda e, out: baseline.run(e, str(out)),
+        "again": lambda e, out: call(project_argv(e, out, SAME_MATH[framework])),
     }
     # Every optimizer step of every side (the frameworks' too) ends here: the time between
     # two is one training step, data loading, forward, backward, all-reduce and bookkeeping.
@@ -132,8 +151,7 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
     precision = torch.get_float32_matmul_precision()
     rank = dist.get_rank()
     for r in range(rounds + 1):  # round 0 warms every side up and is not reported
-        shift = r % len(SIDES)
-        for side in SIDES[shift:] + SIDES[:shift]:
+        for side in (SIDES[k] for k in orders(len(SIDES))[r % len(SIDES)]):
             out = work / f"{side}-{r}"
             gc.collect()
             dist.barrier()
@@ -250,10 +268,15 @@ def main() -> None:
                 f"{mid(rates['baseline', 'call']):.0f} per call",
                 flush=True,
             )
-            for side, label in (("same", "same math"), ("defaults", "defaults ")):
+            rows = (
+                ("same", "baseline", "generated, same math"),
+                ("defaults", "baseline", "generated, defaults "),
+                ("again", "same", "A/A, same math again"),
+            )
+            for side, reference, label in rows:
                 figures = []
                 for kind in ("step", "call"):
-                    median, low, high = summary(rates[side, kind], rates["baseline", kind])
+                    median, low, high = summary(rates[side, kind], rates[reference, kind])
                     figures.append(
                         f"{mid(rates[side, kind]):>6.0f} per {kind}: "
                         f"ratio {median:4.2f} [{low:.2f}-{high:.2f}]"
@@ -262,9 +285,11 @@ def main() -> None:
                         step_median, step_high = median, high
                 if side == "same":
                     note = f"target >= {target:.2f}x: {verdict(step_median, step_high, target)}"
-                else:
+                elif side == "defaults":
                     note = f"({' '.join(SAME_MATH[framework])} not given)"
-                print(f"  generated, {label} {'   '.join(figures)}   {note}", flush=True)
+                else:
+                    note = "(identical code: the bench's own resolution)"
+                print(f"  {label} {'   '.join(figures)}   {note}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
