@@ -142,8 +142,8 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
         "same": lambda e, out: call(project_argv(e, out, SAME_MATH[framework])),
         "defaults": lambda e, out: call(project_argv(e, out, [])),
         "baseline": lambda e, out: baseline.run(e, str(out)),
-        "again": lambda e, out: call(project_argv(e, out, SAME_MATH[framework])),
     }
+    sides["again"] = sides["same"]
     # Every optimizer step of every side (the frameworks' too) ends here: the time between
     # two is one training step, data loading, forward, backward, all-reduce and bookkeeping.
     stamps: list[float] = []
@@ -274,22 +274,21 @@ def main() -> None:
                 ("again", "same", "A/A, same math again"),
             )
             for side, reference, label in rows:
-                figures = []
-                for kind in ("step", "call"):
-                    median, low, high = summary(rates[side, kind], rates[reference, kind])
-                    figures.append(
-                        f"{mid(rates[side, kind]):>6.0f} per {kind}: "
-                        f"ratio {median:4.2f} [{low:.2f}-{high:.2f}]"
-                    )
-                    if kind == "step":
-                        step_median, step_high = median, high
+                step, call = (
+                    summary(rates[side, kind], rates[reference, kind]) for kind in ("step", "call")
+                )
+                figures = "   ".join(
+                    f"{mid(rates[side, kind]):>6.0f} per {kind}: "
+                    f"ratio {median:4.2f} [{low:.2f}-{high:.2f}]"
+                    for kind, (median, low, high) in (("step", step), ("call", call))
+                )
                 if side == "same":
-                    note = f"target >= {target:.2f}x: {verdict(step_median, step_high, target)}"
+                    note = f"target >= {target:.2f}x: {verdict(step[0], step[2], target)}"
                 elif side == "defaults":
                     note = f"({' '.join(SAME_MATH[framework])} not given)"
                 else:
                     note = "(identical code: the bench's own resolution)"
-                print(f"  {label} {'   '.join(figures)}   {note}", flush=True)
+                print(f"  {label} {figures}   {note}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

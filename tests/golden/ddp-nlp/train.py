@@ -316,7 +316,9 @@ def train_epoch(
     epoch_loss, batches = torch.zeros((), device=device), 0
     micro_losses: list[torch.Tensor] = []  # the current optimizer step's
     accum, batches_in_epoch = args.grad_accum, len(loader)
-    bar = tqdm(total=len(loader), disable=not progress, leave=False, dynamic_ncols=True)
+    bar = tqdm(
+        total=batches_in_epoch, disable=not progress, leave=False, dynamic_ncols=True
+    )
     for i, batch in enumerate(loader):
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
