@@ -40,7 +40,9 @@ class Task:
     packages: tuple[str, ...]
 
 
-_LOOP_MODULES = ("checkpoint.py", "optim.py", "evaluation.py", "tracking.py", "smoke_check.py")
+_LOOP_MODULES = (
+    "config.py", "checkpoint.py", "optim.py", "evaluation.py", "tracking.py", "smoke_check.py"
+)
 
 FRAMEWORKS: dict[str, Framework] = {
     f.key: f
@@ -62,7 +64,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "PyTorch Lightning (FSDP strategy)",
             "Lightning",
             ("lightning",),
-            ("dist_utils.py", "optim.py", "evaluation.py", "smoke_check.py"),
+            ("config.py", "dist_utils.py", "optim.py", "evaluation.py", "smoke_check.py"),
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
             fsdp_needs_gpus="Lightning's FSDP strategy runs only on GPUs",
         ),
@@ -73,7 +75,7 @@ FRAMEWORKS: dict[str, Framework] = {
             "the Hugging Face Trainer (FSDP)",
             "Trainer",
             ("transformers", "accelerate"),
-            ("dist_utils.py", "evaluation.py", "smoke_check.py"),
+            ("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus="the Trainer (accelerate) uses FSDP only on GPUs",
         ),

@@ -38,6 +38,7 @@ def framework_title(spec: Spec) -> str:
 
 
 MODULE_PURPOSES = {
+    "config.py": _("command-line options and their defaults"),
     "fsdp.py": _("sharding the model with FSDP"),
     "dist_utils.py": _("process group, timeout, seeding, decisions all ranks share"),
     "checkpoint.py": _("atomic checkpoints and resume (model, optimizer, RNG, position)"),
