@@ -41,7 +41,12 @@ class Task:
 
 
 _LOOP_MODULES = (
-    "config.py", "checkpoint.py", "optim.py", "evaluation.py", "tracking.py", "smoke_check.py"
+    "config.py",
+    "checkpoint.py",
+    "optim.py",
+    "evaluation.py",
+    "tracking.py",
+    "smoke_check.py",
 )
 
 FRAMEWORKS: dict[str, Framework] = {

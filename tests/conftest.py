@@ -47,3 +47,12 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+def project_code(files: dict[str, bytes]) -> str:
+    """Every module of a generated project (not its tests) as one source to parse."""
+    return "\n".join(
+        data.decode().replace("from __future__ import annotations\n", "")
+        for path, data in sorted(files.items())
+        if path.endswith(".py") and not path.startswith("tests/")
+    )

@@ -15,7 +15,7 @@ from genie import launch, render
 from genie.errors import GenieError
 from genie.spec import build_spec
 
-from .conftest import ROOT, tree
+from .conftest import ROOT, project_code, tree
 from .variants import VARIANTS
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -81,7 +81,7 @@ def test_generated_project_passes_ruff_including_import_order(rendered, variant,
 def test_train_py_uses_only_apis_of_the_chosen_torch(
     rendered, variant, scaler, device_id, compile_
 ):
-    source = rendered[variant]["train.py"].decode()
+    source = project_code(rendered[variant])
     found = calls(source)
     assert scaler in found
     assert {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler"} - {scaler} - found
@@ -91,15 +91,18 @@ def test_train_py_uses_only_apis_of_the_chosen_torch(
 
 
 def test_train_py_has_the_distributed_essentials(rendered):
-    source = rendered["cpu-default"]["train.py"].decode()
+    source = project_code(rendered["cpu-default"])
     found = calls(source)
     for name in (
-        "loader.sampler.set_epoch", "no_sync", "dist.destroy_process_group", "gc.collect",
+        "loader.sampler.set_epoch", "run.no_sync", "dist.destroy_process_group", "gc.collect",
+        "dist_utils.node_first", "datetime.timedelta", "os.fsync", "dist.all_gather_object",
         "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
     ):  # fmt: skip
         assert name in found, name
     assert "no_sync = wrapped.no_sync" in source  # the DDP model's no_sync drives accumulation
     assert 'int(os.environ["LOCAL_RANK"])' in source
+    assert "timeout" in keywords(source, "dist.init_process_group")  # --dist-timeout
+    assert "drop_last" in keywords(source, "DataLoader")
 
 
 @pytest.mark.parametrize("task", ["custom", "nlp", "cv"])
@@ -112,13 +115,13 @@ def test_task_code_is_shared_by_every_framework(rendered, task):
 
 
 def test_lightning_sizes_the_trainer_from_torchrun(rendered):
-    source = rendered["lightning-custom"]["train.py"].decode()
+    source = project_code(rendered["lightning-custom"])
     assert {"devices", "num_nodes", "strategy", "precision"} <= keywords(source, "L.Trainer")
     assert "pytorch_lightning" not in source  # one import style only
 
 
 def test_hf_trainer_arguments(rendered):
-    source = rendered["hf-nlp"]["train.py"].decode()
+    source = project_code(rendered["hf-nlp"])
     kws = keywords(source, "TrainingArguments")
     assert {"per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16",
             "ddp_find_unused_parameters", "use_cpu", "report_to"} <= kws  # fmt: skip
@@ -317,11 +320,9 @@ def test_lightning_reads_the_topology_torchrun_or_slurm_launched(
     monkeypatch.syspath_prepend(str(tmp_path / "p"))
     import importlib
 
-    for name in ("train", "data", "model"):
-        sys.modules.pop(name, None)
-    train = importlib.import_module("train")
+    sys.modules.pop("dist_utils", None)
+    dist_utils = importlib.import_module("dist_utils")
     try:
-        assert train.topology() == expected
+        assert dist_utils.topology() == expected
     finally:
-        for name in ("train", "data", "model"):
-            sys.modules.pop(name, None)
+        sys.modules.pop("dist_utils", None)

@@ -90,10 +90,15 @@ def test_dataparallel_runs_one_process_on_every_device_and_checks_it(gpu_machine
     )
     assert (p.nproc, p.backend, p.devices) == (1, "none", 8)
     assert "torch.distributed.run" not in p.argv and p.argv[1] == "train.py"
-    good = {**GOOD, "world_size": 1, "backend": "none", "devices": 8}
+    good = {**GOOD, "world_size": 1, "backend": "none", "devices": 8, "replicas": 1,
+            "params_in_sync": None}  # fmt: skip
     assert smoke.judge(p, 0, smoke.parse_reports([line(good)])) == []
     problems = smoke.judge(p, 0, smoke.parse_reports([line({**good, "devices": 1})]))
     assert "trained on 1 device(s), expected 8" in problems
+    # one copy of the weights is what DataParallel has; the judge checks that, not a
+    # cross-rank comparison that never ran
+    problems = smoke.judge(p, 0, smoke.parse_reports([line({**good, "replicas": 8})]))
+    assert problems == ["DataParallel reported 8 weight copies, expected 1"]
 
 
 def test_missing_framework_packages_are_named_before_anything_runs(cpu_machine, monkeypatch):

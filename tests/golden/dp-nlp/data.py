@@ -114,13 +114,16 @@ def load_texts(args: argparse.Namespace) -> tuple[list[str], list[int], int]:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Download the dataset and tokenizer once (rank 0); the others read the cache."""
+    """Download the dataset and tokenizer once per node (local rank 0); the node's other
+    ranks then read its cache."""
     if not args.smoke:
         load_texts(args)
         load_tokenizer(args)
 
 
-def build_dataset(args: argparse.Namespace) -> Dataset:
+def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
+    """The tokenized samples, for training and for evaluation (text needs no separate
+    evaluation transform). The held-out split is made from them in evaluation.py."""
     if args.smoke:
         texts, labels = smoke_texts()
         num_classes = 2
@@ -135,4 +138,5 @@ def build_dataset(args: argparse.Namespace) -> Dataset:
         return_tensors="pt",
     )
     inputs = {key: encodings[key] for key in ("input_ids", "attention_mask")}
-    return TextClassification(inputs, torch.tensor(labels), num_classes)
+    dataset = TextClassification(inputs, torch.tensor(labels), num_classes)
+    return dataset, dataset

@@ -1,6 +1,6 @@
 """The data: a synthetic classification set that a model can really learn.
 
-Plug in your own: return any map-style ``Dataset`` from ``build_dataset`` whose items
+Plug in your own: return map-style ``Dataset``s from ``build_datasets`` whose items
 are dicts of tensors with a ``labels`` entry (the other entries are the model's inputs),
 and give it a ``num_classes`` attribute. Every rank must build the same dataset in the
 same order: ``DistributedSampler`` shards it by index.
@@ -42,10 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Download or preprocess once per job (rank 0); synthetic data needs nothing."""
+    """Download or preprocess once per node (local rank 0, while the node's other ranks
+    wait); synthetic data needs nothing."""
 
 
-def build_dataset(args: argparse.Namespace) -> Dataset:
-    return SyntheticClassification(
+def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
+    """The same samples twice: for training, and for evaluation (which would skip any
+    augmentation). The held-out split is made from them in evaluation.py."""
+    dataset = SyntheticClassification(
         SMOKE_NUM_SAMPLES if args.smoke else args.num_samples
     )
+    return dataset, dataset

@@ -11,245 +11,27 @@ the topology torchrun (or SLURM) sets up:
 from __future__ import annotations
 
 import argparse
-import gc
-import json
+import datetime
 import logging
-import math
 import os
-import sys
 import time
-from pathlib import Path
 
 import lightning as L
 import torch
-import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, random_split
+from torch.utils.data import DataLoader
 
 import data
+import dist_utils
+from config import parse_args
+from evaluation import real_samples, split_dataset
 from model import build_model
+from optim import build_optimizer, lr_schedule
 
 log = logging.getLogger("train")
-
-SMOKE_MARKER = "GENIE_SMOKE "
-# --smoke defaults: small enough to finish in seconds on two CPU processes.
-SMOKE_EPOCHS = 2
-SMOKE_BATCH_SIZE = 4
-
-
-class FirstLast:
-    """The first and the latest of a stream of losses (all a report needs)."""
-
-    def __init__(self) -> None:
-        self.first: torch.Tensor | None = None
-        self.last: torch.Tensor | None = None
-
-    def add(self, loss: torch.Tensor) -> None:
-        if self.first is None:
-            self.first = loss
-        self.last = loss
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--epochs", type=int, help="default: 3 (2 with --smoke)")
-    parser.add_argument(
-        "--batch-size", type=int, help="per process; default: 32 (4 with --smoke)"
-    )
-    parser.add_argument(
-        "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
-    )
-    parser.add_argument("--lr", type=float, default=0.001)
-    parser.add_argument("--weight-decay", type=float, default=0.01)
-    parser.add_argument(
-        "--max-grad-norm",
-        type=float,
-        default=1.0,
-        help="gradient clipping norm (0: off)",
-    )
-    parser.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="fp32")
-    parser.add_argument("--compile", action="store_true", default=False)
-    parser.add_argument("--no-compile", dest="compile", action="store_false")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument(
-        "--num-workers", type=int, default=2, help="DataLoader workers per process"
-    )
-    parser.add_argument(
-        "--log-every", type=int, default=10, help="optimizer steps between logs"
-    )
-    parser.add_argument(
-        "--val-fraction",
-        type=float,
-        default=0.1,
-        help="share of the data held out for validation",
-    )
-    parser.add_argument(
-        "--eval-every",
-        type=int,
-        default=0,
-        help="steps between validations (0: once per epoch)",
-    )
-    parser.add_argument(
-        "--warmup-ratio",
-        type=float,
-        default=0.05,
-        help="share of steps with linear LR warmup",
-    )
-    parser.add_argument(
-        "--keep",
-        type=int,
-        default=2,
-        help="checkpoints kept (besides the last and the best)",
-    )
-    parser.add_argument(
-        "--tracker",
-        choices=("tensorboard", "wandb", "mlflow", "none"),
-        default="none",
-        help="experiment tracker rank 0 logs to",
-    )
-    parser.add_argument(
-        "--log-dir", type=Path, default=Path("runs"), help="TensorBoard logs"
-    )
-    parser.add_argument(
-        "--eval-only",
-        action="store_true",
-        help="validate the last checkpoint, then stop",
-    )
-    parser.add_argument(
-        "--max-steps", type=int, default=None, help="stop after this many steps"
-    )
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the last checkpoint"
-    )
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny model, synthetic data, a few steps, no downloads",
-    )
-    data.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.epochs is None:
-        args.epochs = SMOKE_EPOCHS if args.smoke else 3
-    if args.batch_size is None:
-        args.batch_size = SMOKE_BATCH_SIZE if args.smoke else 32
-    if args.smoke:
-        args.num_workers = 0
-    return args
-
-
-def collective_device() -> torch.device:
-    """Where a tensor must be for this process group's collectives: NCCL reduces only
-    CUDA tensors (the frameworks move the model back to the CPU when training ends)."""
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def mean_across_ranks(value: torch.Tensor) -> float:
-    """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
-    total = value.detach().to(
-        device=collective_device(), dtype=torch.float32, copy=True
-    )
-    dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return total.item() / dist.get_world_size()
-
-
-def params_in_sync(parameters: list[torch.Tensor]) -> bool:
-    """True when all ranks hold identical parameters (elementwise max == min)."""
-    device = collective_device()
-    flat = torch.cat(
-        [
-            p.detach().to(device=device, dtype=torch.float32).reshape(-1)
-            for p in parameters
-        ]
-    )
-    high, low = flat.clone(), flat.clone()
-    dist.all_reduce(high, op=dist.ReduceOp.MAX)
-    dist.all_reduce(low, op=dist.ReduceOp.MIN)
-    return bool(torch.equal(high, low))
-
-
-def smoke_report(losses: FirstLast, parameters: list[torch.Tensor], **facts) -> dict:
-    """The GENIE_SMOKE facts; every rank must call it (it runs collectives)."""
-    return {
-        "world_size": dist.get_world_size(),
-        "backend": dist.get_backend(),
-        **facts,
-        "first_loss": (
-            mean_across_ranks(losses.first) if losses.first is not None else None
-        ),
-        "last_loss": (
-            mean_across_ranks(losses.last) if losses.last is not None else None
-        ),
-        "params_in_sync": params_in_sync(parameters),
-    }
-
-
-def shutdown() -> None:
-    """Tear the process group down once everything that used it is gone.
-
-    Collect the model, optimizer and collective results first: otherwise gloo can abort
-    at exit while a worker thread frees the last collective's tensors
-    (pytorch/pytorch#190489).
-    """
-    gc.collect()
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def split_dataset(
-    dataset: Dataset, args: argparse.Namespace
-) -> tuple[Dataset, Dataset]:
-    """Hold out --val-fraction of the data for validation, the same split on every rank.
-
-    Have a separate validation set? Return it here instead.
-    """
-    val_size = max(1, round(len(dataset) * args.val_fraction))
-    generator = torch.Generator().manual_seed(args.seed)
-    train_set, val_set = random_split(
-        dataset, [len(dataset) - val_size, val_size], generator=generator
-    )
-    return train_set, val_set
-
-
-def real_samples(
-    rank: int, world_size: int, total: int, start: int, count: int
-) -> torch.Tensor:
-    """Which samples of a validation batch are real, not DistributedSampler padding.
-
-    With shuffle=False the sampler pads the dataset with its first samples so that
-    every rank gets as many batches; local position j on rank r is global position
-    r + j * world_size, a repeat when past the end. Counted, repeats would count twice.
-    """
-    positions = rank + (start + torch.arange(count)) * world_size
-    return positions < total
-
-
-def lr_schedule(optimizer, total_steps: int, warmup_ratio: float):
-    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
-    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
-    """True when ``model``'s parameters equal ``parameters``, one for one."""
-    saved = list(model.parameters())
-    return len(saved) == len(parameters) and all(
-        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
-    )
-
 
 PRECISION = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 
@@ -265,16 +47,17 @@ class DataModule(L.LightningDataModule):
         )  # downloads: once per node, before setup() on every rank
 
     def setup(self, stage: str) -> None:
-        dataset = data.build_dataset(self.args)
-        self.num_classes = dataset.num_classes
-        self.train_set, self.val_set = split_dataset(dataset, self.args)
+        self.train_set, self.val_set = split_dataset(self.args)
+        self.num_classes = self.train_set.num_classes
 
     def train_dataloader(self) -> DataLoader:
         # Lightning swaps in a DistributedSampler and calls its set_epoch every epoch.
+        # drop_last: no short last batch (BatchNorm cannot normalize a single sample).
         return DataLoader(
             self.train_set,
             batch_size=self.args.batch_size,
             shuffle=True,
+            drop_last=True,
             num_workers=self.args.num_workers,
             pin_memory=torch.cuda.is_available(),
             persistent_workers=self.args.num_workers > 0,
@@ -295,16 +78,19 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.args = args
         self.net: nn.Module | None = None
-        self.losses = (
-            FirstLast()
-        )  # first and latest micro-batch loss, for the smoke report
+        self.first_loss: torch.Tensor | None = (
+            None  # first and latest loss, for --smoke
+        )
+        self.last_loss: torch.Tensor | None = None
 
     def configure_model(self) -> None:
         # Built here, not in __init__: the class count comes from the data module.
         if self.net is None:
             self.net = build_model(self.args, self.trainer.datamodule.num_classes)
+            # The same weights on every rank; then distinct dropout on each.
+            dist_utils.seed_all(self.args.seed + self.global_rank)
             if self.args.compile:
-                self.net = torch.compile(self.net)
+                self.net.compile()  # in place: checkpoint keys stay net.*
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
@@ -312,7 +98,8 @@ class Classifier(L.LightningModule):
         # The per-step value stays local (syncing it would add a collective per step).
         self.log("train/loss", loss, prog_bar=True)
         detached = loss.detach()
-        self.losses.add(detached)
+        self.first_loss = detached if self.first_loss is None else self.first_loss
+        self.last_loss = detached
         self.loss_sum.add_(detached)  # in place: no nn.Module.__setattr__ per step
         self.batches += 1
         return loss
@@ -356,9 +143,7 @@ class Classifier(L.LightningModule):
         )
 
     def configure_optimizers(self) -> dict:
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=self.args.lr, weight_decay=self.args.weight_decay
-        )
+        optimizer = build_optimizer(self, self.args)
         # over every optimizer step of all epochs
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = lr_schedule(optimizer, total, self.args.warmup_ratio)
@@ -407,41 +192,8 @@ def make_logger(args: argparse.Namespace):
     return False
 
 
-def topology() -> tuple[int, int]:
-    """(processes per node, nodes) as launched, which Lightning must be told.
-
-    Under torchrun, devices must equal the processes of this node and num_nodes the node
-    count, or Lightning stops ("the product (1 * 1) does not match the world size (2)").
-    """
-    if "LOCAL_WORLD_SIZE" in os.environ:  # torchrun
-        devices = int(os.environ["LOCAL_WORLD_SIZE"])
-        return devices, int(os.environ["WORLD_SIZE"]) // devices
-    if "SLURM_NTASKS_PER_NODE" in os.environ:  # srun, one task per device; e.g. "4(x2)"
-        devices = int(os.environ["SLURM_NTASKS_PER_NODE"].split("(")[0])
-        return devices, int(os.environ["SLURM_NNODES"])
-    return 1, 1
-
-
-def checkpoint_loads(
-    paths: list[Path], args, num_classes: int, parameters: list[torch.Tensor]
-) -> bool:
-    """True when every checkpoint loads strictly into a freshly built, unwrapped model
-    and the first holds exactly ``parameters`` (the weights training ended with)."""
-    fresh = build_model(args, num_classes)
-    for path in reversed(paths):
-        state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
-        fresh.load_state_dict({k[len("net.") :]: v for k, v in state.items()})
-    return holds_exactly(fresh, parameters)
-
-
-def train(args: argparse.Namespace) -> dict | None:
-    L.seed_everything(args.seed, workers=True)
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
-    if args.precision == "fp16" and not torch.cuda.is_available():
-        raise SystemExit(
-            "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
-        )
-    devices, num_nodes = topology()
+def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
+    devices, num_nodes = dist_utils.topology()
     # last.ckpt for resuming; the --keep best by validation accuracy (at least one).
     checkpoints = ModelCheckpoint(
         dirpath=args.checkpoint_dir,
@@ -456,12 +208,17 @@ def train(args: argparse.Namespace) -> dict | None:
     callbacks = [checkpoints, Throughput(args.log_every, global_batch)]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
-    module = Classifier(args)
-    trainer = L.Trainer(
+    timeout = datetime.timedelta(minutes=args.dist_timeout)
+    if int(os.environ.get("RANK", "0")) == 0:
+        log.info(
+            "global batch %d = %d per process x %d processes x %d accumulation",
+            global_batch, args.batch_size, devices * num_nodes, args.grad_accum,
+        )  # fmt: skip
+    return L.Trainer(
         accelerator="gpu" if torch.cuda.is_available() else "cpu",
         devices=devices,
         num_nodes=num_nodes,
-        strategy="ddp",
+        strategy=DDPStrategy(timeout=timeout),
         precision=PRECISION[args.precision],
         max_epochs=args.epochs,
         max_steps=args.max_steps if args.max_steps is not None else -1,
@@ -477,55 +234,41 @@ def train(args: argparse.Namespace) -> dict | None:
         logger=logger,
         enable_model_summary=not args.smoke,
     )
-    if trainer.global_rank == 0:
-        log.info(
-            "global batch %d = %d per process x %d processes x %d accumulation",
-            global_batch, args.batch_size, devices * num_nodes, args.grad_accum,
-        )  # fmt: skip
-    # After a failure torchrun restarts all workers (--max_restarts): resume.
+
+
+def train(args: argparse.Namespace) -> None:
+    L.seed_everything(args.seed, workers=True)
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
+    module = Classifier(args)
+    trainer = build_trainer(args, module)
+    # torchrun restarts every worker after a failure (--max_restarts): resume then.
+    # It counts restarts per node, so the ranks agree (not each by its own count).
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
     last = args.checkpoint_dir / "last.ckpt"
-    if (args.resume or args.eval_only) and not last.exists():
-        raise SystemExit(f"--resume: no checkpoint at {last}")
+    resume, required = None, args.resume or args.eval_only
+    if dist_utils.any_rank(required or restarted):
+        resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
     datamodule = DataModule(args)
     if args.eval_only:
-        [metrics] = trainer.validate(module, datamodule=datamodule, ckpt_path=str(last))
-        return {"world_size": trainer.world_size, **metrics}
+        trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
+        return
     trainer.fit(
-        module,
-        datamodule=datamodule,
-        ckpt_path=str(last) if (args.resume or restarted) and last.exists() else None,
+        module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )
-    if not args.smoke:
-        return None
-    parameters = list(module.net.parameters())
-    trainer.strategy.barrier()  # rank 0's checkpoints are on disk
-    loads = trainer.global_rank != 0 or checkpoint_loads(
-        [last, Path(checkpoints.best_model_path)],
-        args,
-        datamodule.num_classes,
-        parameters,
-    )
-    return smoke_report(
-        module.losses,
-        parameters,
-        val_accuracy=float(trainer.callback_metrics["val/accuracy"]),
-        checkpoint_loads=loads,
-        device="cuda" if torch.cuda.is_available() else "cpu",
-        precision=args.precision,
-        steps=trainer.global_step,
-    )
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.check_run(trainer, module, datamodule.num_classes)
 
 
 def main() -> None:
     args = parse_args()
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO)
+    # The process group, joined here with --dist-timeout; Lightning uses it as it is.
+    dist_utils.setup(args.dist_timeout)
     try:
-        report = train(args)
-        if report is not None and dist.get_rank() == 0:
-            print(SMOKE_MARKER + json.dumps(report), flush=True)
+        train(args)
     finally:
-        shutdown()  # train() returned: the trainer, model and tensors are garbage
+        dist_utils.shutdown()  # after train() returned: its tensors are garbage now
 
 
 if __name__ == "__main__":

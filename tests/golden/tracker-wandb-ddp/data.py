@@ -17,9 +17,7 @@ from torchvision import datasets, transforms
 
 # ImageNet statistics: the usual choice, and right for pretrained torchvision weights.
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-SMOKE_NUM_SAMPLES = (
-    80  # 72 to train: whole batches of 4 on 2 ranks (BatchNorm needs >1)
-)
+SMOKE_NUM_SAMPLES = 80
 SMOKE_IMAGE_SIZE = 32
 
 
@@ -64,13 +62,32 @@ def train_transform(size: int) -> transforms.Compose:
     )
 
 
+def eval_transform(size: int) -> transforms.Compose:
+    """Validation sees the whole image, resized and centred: no random augmentation."""
+    return transforms.Compose(
+        [
+            transforms.Resize(round(size * 256 / 224)),
+            transforms.CenterCrop(size),
+            transforms.ToTensor(),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
+
+
 def prepare(args: argparse.Namespace) -> None:
-    """Download once per job (rank 0: torchvision's download is not safe to race)."""
+    """Download once per node (local rank 0: torchvision's download is not safe to race,
+    and a node without a shared disk needs its own copy)."""
     if not args.smoke and args.data_dir is None:
         datasets.CIFAR10(args.download_dir, train=True, download=True)
 
 
-def build_dataset(args: argparse.Namespace) -> Dataset:
+def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
+    """The same images twice: with training augmentation, and with the evaluation
+    transform. The held-out split is made from them in evaluation.py."""
+    return build_view(args, train=True), build_view(args, train=False)
+
+
+def build_view(args: argparse.Namespace, train: bool) -> Dataset:
     if args.smoke:
         images = datasets.FakeData(
             size=SMOKE_NUM_SAMPLES,
@@ -80,12 +97,9 @@ def build_dataset(args: argparse.Namespace) -> Dataset:
             random_offset=0,  # the same images on every rank
         )
         return ImageClassification(images, num_classes=10)
+    transform = (train_transform if train else eval_transform)(args.image_size)
     if args.data_dir is not None:
-        folder = datasets.ImageFolder(
-            args.data_dir, transform=train_transform(args.image_size)
-        )
+        folder = datasets.ImageFolder(args.data_dir, transform=transform)
         return ImageClassification(folder, num_classes=len(folder.classes))
-    cifar = datasets.CIFAR10(
-        args.download_dir, train=True, transform=train_transform(args.image_size)
-    )
+    cifar = datasets.CIFAR10(args.download_dir, train=True, transform=transform)
     return ImageClassification(cifar, num_classes=10)

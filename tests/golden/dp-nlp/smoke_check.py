@@ -1,0 +1,72 @@
+"""What genie reads to judge a --smoke run; train.py imports it only under --smoke.
+
+Global rank 0 prints one line, ``GENIE_SMOKE {json}``: the world size and backend
+that trained, the first and last loss, whether every rank ends with identical weights,
+the validation accuracy, and whether the checkpoints written load into a fresh model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from torch import nn
+
+from checkpoint import load_state
+from model import build_model
+
+MARKER = "GENIE_SMOKE "
+
+
+def emit(report: dict) -> None:
+    """Print the report line in one write, newline included, so that no other output
+    (another rank's, a progress bar's) can land inside it."""
+    sys.stdout.write(MARKER + json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
+def checkpoint_loads(
+    directory, args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when last.pt and best.pt load strictly into a freshly built, unwrapped model
+    and last.pt holds exactly ``parameters`` (the weights training ended with)."""
+    fresh = build_model(args, num_classes)
+    fresh.load_state_dict(load_state(directory / "best.pt")["model"])
+    fresh.load_state_dict(load_state(directory / "last.pt")["model"])
+    return holds_exactly(fresh, parameters)
+
+
+def check_run(run, num_classes: int, seconds: float) -> None:
+    """Report a finished train.py run."""
+    args = run.args
+    parameters = list(run.model.parameters())
+    emit(
+        {
+            "world_size": 1,  # one process
+            "backend": "none",
+            "devices": max(torch.cuda.device_count(), 1),
+            # DataParallel holds one copy of the weights (replicated afresh each step),
+            # so there is nothing to compare across processes.
+            "replicas": 1,
+            "params_in_sync": None,
+            "device": run.device.type,
+            "precision": args.precision,
+            "steps": run.position.step,
+            "first_loss": run.first_loss.item() if run.first_loss is not None else None,
+            "last_loss": run.last_loss.item() if run.last_loss is not None else None,
+            "val_accuracy": run.monitor.metrics.get("accuracy"),
+            "checkpoint_loads": checkpoint_loads(
+                args.checkpoint_dir, args, num_classes, parameters
+            ),
+            "seconds": round(seconds, 3),
+        }
+    )

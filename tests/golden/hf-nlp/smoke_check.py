@@ -1,0 +1,92 @@
+"""What genie reads to judge a --smoke run; train.py imports it only under --smoke.
+
+Global rank 0 prints one line, ``GENIE_SMOKE {json}``: the world size and backend
+that trained, the first and last loss, whether every rank ends with identical weights,
+the validation accuracy, and whether the checkpoints written load into a fresh model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import load_file
+from torch import nn
+from transformers.trainer_utils import get_last_checkpoint
+
+from dist_utils import collective_device, mean_across_ranks
+
+MARKER = "GENIE_SMOKE "
+
+
+def emit(report: dict) -> None:
+    """Print the report line in one write, newline included, so that no other output
+    (another rank's, a progress bar's) can land inside it."""
+    sys.stdout.write(MARKER + json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
+def params_in_sync(parameters: list[torch.Tensor]) -> bool:
+    """True when all ranks hold identical parameters (elementwise max == min)."""
+    device = collective_device()
+    flat = torch.cat(
+        [
+            p.detach().to(device=device, dtype=torch.float32).reshape(-1)
+            for p in parameters
+        ]
+    )
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    return bool(torch.equal(high, low))
+
+
+def report(first_loss, last_loss, parameters: list[torch.Tensor], **facts) -> dict:
+    """The smoke facts; every rank must call it (it runs collectives)."""
+    return {
+        "world_size": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        **facts,
+        "first_loss": mean_across_ranks(first_loss) if first_loss is not None else None,
+        "last_loss": mean_across_ranks(last_loss) if last_loss is not None else None,
+        "params_in_sync": params_in_sync(parameters),
+    }
+
+
+def checkpoint_loads(folders: list[str], fresh: nn.Module, parameters) -> bool:
+    """True when every checkpoint loads strictly into ``fresh`` (a newly built model)
+    and the first holds exactly ``parameters`` (the weights the Trainer ended with)."""
+    for folder in reversed(folders):
+        fresh.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+    return holds_exactly(fresh, parameters)
+
+
+def check_run(trainer, recorder, args, fresh: nn.Module) -> None:
+    """Report a finished Trainer.train; ``fresh`` is a newly built model to load the
+    checkpoints into. Every rank calls it (it runs collectives)."""
+    history = trainer.state.log_history
+    accuracy = [e["eval_accuracy"] for e in history if "eval_accuracy" in e]
+    parameters = list(trainer.model.parameters())
+    best = trainer.state.best_model_checkpoint
+    newest = get_last_checkpoint(str(args.checkpoint_dir))
+    main = trainer.is_world_process_zero()
+    loads = not main or checkpoint_loads([best, newest], fresh, parameters)
+    facts = report(
+        recorder.first_loss, recorder.last_loss, parameters,
+        val_accuracy=max(accuracy) if accuracy else None, checkpoint_loads=loads,
+        device="cuda" if torch.cuda.is_available() else "cpu", precision=args.precision,
+        steps=trainer.state.global_step,
+    )  # fmt: skip
+    if main:
+        emit(facts)
