@@ -56,7 +56,9 @@ def backend_for(ctx: Context) -> str:
 
 def all_reduce(ctx: Context, backend: str, extra_env: dict[str, str] | None = None) -> Attempt:
     """Run the 2-process all_reduce; never takes longer than ``ctx.collective_timeout``."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="genie_doctor_collective_", suffix=".py", delete=False
+    ) as f:
         f.write(_SCRIPT)
     with socket.socket() as s:  # a free port for the rendezvous (a race here is harmless)
         s.bind(("127.0.0.1", 0))
