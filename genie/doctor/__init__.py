@@ -49,8 +49,22 @@ def run(ctx: Context, checks: tuple[Check, ...] = CHECKS) -> list[Result]:
     """Every check that applies, in order. They run side by side: the slow ones (the torch
     probe, the collective) overlap, and each bounds its own waiting."""
     with ThreadPoolExecutor(max_workers=len(checks)) as pool:
-        results = list(pool.map(lambda check: check(ctx), checks))
+        results = list(pool.map(lambda check: _guarded(check, ctx), checks))
     return [r for r in results if r is not None]
+
+
+def _guarded(check: Check, ctx: Context) -> Result | None:
+    """A check that crashes (a genie bug, or a machine genie did not foresee) is reported as a
+    warning instead of hiding every other result behind a traceback."""
+    try:
+        return check(ctx)
+    except Exception as err:  # reported, not hidden
+        return Result(
+            check.__name__,
+            "warn",
+            _("the check itself failed: {e!r}").format(e=err),
+            _("please report this as a genie bug"),
+        )
 
 
 def failed(results: list[Result]) -> list[Result]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
+from genie.i18n import _
+
 if TYPE_CHECKING:
     from genie.spec import Spec
 
@@ -100,8 +102,8 @@ def command(argv: list[str], env: Mapping[str, str], timeout: float = COMMAND_TI
 def why(err: BaseException) -> str:
     """A one-line reason for a failed command."""
     if isinstance(err, subprocess.TimeoutExpired):
-        return f"no answer within {err.timeout:.0f} s"
+        return _("no answer within {t:.0f} s").format(t=err.timeout)
     if isinstance(err, subprocess.CalledProcessError):
         text = (err.stderr or err.stdout or "").strip().splitlines()
-        return f"exit {err.returncode}" + (f": {text[-1]}" if text else "")
+        return _("exit {c}").format(c=err.returncode) + (f": {text[-1]}" if text else "")
     return str(err)

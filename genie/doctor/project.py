@@ -114,13 +114,8 @@ def processes(ctx: Context) -> Result | None:
     usable = int(torch_info(ctx).get("devices", 0) or 0)
     detail = _("the project uses {w} GPU(s) per node; torch sees {u} here").format(w=want, u=usable)
     if usable < want:
-        return Result(
-            "processes",
-            "fail",
-            detail,
-            _(
-                "run on a node with {w} GPUs, or launch with --nproc_per_node {u} (the smoke "
-                "test does this by itself)"
-            ).format(w=want, u=usable),
-        )
+        fix = _("run on a node with {w} GPUs").format(w=want)
+        if usable:
+            fix += _(", or launch with --nproc_per_node {u} (the smoke test does)").format(u=usable)
+        return Result("processes", "fail", detail, fix)
     return Result("processes", "pass", detail)
