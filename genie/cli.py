@@ -180,12 +180,19 @@ def _smoke(
     help=_("Rendezvous port (default: the project's, else 29500); must be free on the master."),
 )
 @click.option("--reach", is_flag=True, help=_("Also open a TCP connection to the master's port."))
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help=_("Interpreter whose torch and packages are checked (default: the one running genie)."),
+)
 @click.option("--json", "as_json", is_flag=True, help=_("Print the checks as a JSON list."))
 def doctor(
     project_dir: Path | None,
     master_addr: str | None,
     master_port: int | None,
     reach: bool,
+    python: str | None,
     as_json: bool,
 ) -> None:
     """Check this machine for what breaks distributed training, with a fix for each problem.
@@ -197,6 +204,7 @@ def doctor(
     from genie import ui
 
     ctx = doctor_mod.Context(master_addr=master_addr, master_port=master_port, reach=reach)
+    ctx.python = python or sys.executable
     if project_dir is not None:
         ctx.spec, ctx.project_dir = _load_project(project_dir), project_dir.absolute()
     if reach and ctx.addr is None:

@@ -10,6 +10,7 @@ import os
 import resource
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -255,6 +256,15 @@ def test_a_cpu_only_torch_without_gpus_passes(tmp_path):
     env = no_smi(tmp_path, **fake_torch(tmp_path, cuda=None))
     assert machine.torch(Context(env=env)).status == "pass"
     assert machine.nccl(Context(env=env)).status == "pass"
+
+
+def test_another_interpreter_is_asked_with_python(tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    result = run_genie("doctor", "--json", "--python", str(bare / "bin" / "python"), **cpu_env())
+    checks = {c["id"]: c for c in json.loads(result.stdout)}
+    assert result.returncode == 1 and checks["torch"]["status"] == "fail"
+    assert "No module named 'torch'" in checks["torch"]["detail"]
 
 
 def test_torch_that_cannot_be_imported_fails(tmp_path):

@@ -17,7 +17,12 @@ def python(ctx: Context) -> Result:
     info = torch_info(ctx)
     found = info.get("python")
     if found is None:
-        return Result("python", "fail", info.get("error", "?"), _("check --python / PATH"))
+        return Result(
+            "python",
+            "fail",
+            info.get("error", "?"),
+            _("pass --python with an interpreter that runs, with torch installed"),
+        )
     if ctx.spec is not None and compat.format_minor(compat.parse_minor(found)) != ctx.spec.python:
         return Result(
             "python",
