@@ -10,8 +10,9 @@ import click
 
 from genie import __version__
 from genie.errors import Aborted, GenieError, SmokeFailed
+from genie.fields import Field
 from genie.i18n import _
-from genie.spec import FIELDS, Field
+from genie.spec import FIELDS
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
 
@@ -79,6 +80,7 @@ def new(
     **flags: Any,
 ) -> None:
     """Generate a distributed training project in DIRECTORY, then smoke-test it."""
+    from genie import answers as answers_mod
     from genie import detect, render, spec, ui
 
     target = directory.absolute()
@@ -86,7 +88,7 @@ def new(
     # Lowest priority first: the directory's name, then the answers file, then flags.
     raw: dict[str, Any] = {"name": target.name}
     if answers_file is not None:
-        raw.update(spec.load_answers(answers_file))
+        raw.update(answers_mod.load_answers(answers_file))
     raw.update({k: v for k, v in flags.items() if v is not None})
     machine = detect.machine()
     if yes:
@@ -220,12 +222,13 @@ def doctor(
 
 
 def _load_project(directory: Path) -> Any:
+    from genie import answers as answers_mod
     from genie import detect, render, spec
 
     answers = directory / render.ANSWERS_FILE
     if not answers.is_file():
         raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
-    return spec.build_spec(spec.load_answers(answers), detect.machine())
+    return spec.build_spec(answers_mod.load_answers(answers), detect.machine())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from genie.registry import FRAMEWORKS, TASKS
+
 Version = tuple[int, int]
 
 
@@ -60,7 +62,9 @@ RELEASES: tuple[TorchRelease, ...] = (
 )
 
 SUPPORTED: tuple[str, ...] = tuple(r.minor for r in RELEASES)
-NEWEST: str = RELEASES[0].minor
+# The default: the newest release genie has verified (newer ones are offered, marked).
+NEWEST: str = next(r.minor for r in RELEASES if r.verified)
+UNVERIFIED: tuple[str, ...] = tuple(r.minor for r in RELEASES if not r.verified)
 
 # First torch minor that has each API the generated code may use.
 FEATURES: dict[str, Version] = {
@@ -78,6 +82,10 @@ FEATURES: dict[str, Version] = {
     "fsdp": (2, 2),
     "tensorboard_without_six": (2, 0),
     "fully_shard": (2, 6),  # FSDP2, public as torch.distributed.fsdp.fully_shard
+    # StateDictOptions(broadcast_from_rank0=True): rank 0 alone loads a full checkpoint
+    # and set_state_dict sends the tensors (pytorch/pytorch#125339, in 2.4)
+    "dcp_broadcast": (2, 4),
+    "module_compile": (2, 2),  # nn.Module.compile(): compiles in place, keys unchanged
 }
 
 
@@ -160,14 +168,6 @@ def library_features(torch: str, python: str) -> dict[str, bool]:
     return gates
 
 
-# What each framework and task needs besides torch.
-FRAMEWORK_PACKAGES = {
-    "ddp": (),
-    "dp": (),
-    "lightning": ("lightning",),
-    "hf": ("transformers", "accelerate"),
-}
-TASK_PACKAGES = {"custom": (), "cv": ("torchvision",), "nlp": ("transformers", "datasets")}
 # Experiment trackers: the package (and its import name) a generated project needs, with
 # the oldest release whose API it uses. Only the chosen one goes into requirements.txt.
 TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
@@ -176,14 +176,12 @@ TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
     "mlflow": ("mlflow", "mlflow>=2.0"),
     "none": None,
 }
-# The plain loops draw their progress bar with tqdm (Lightning and the Trainer bring theirs).
-PROGRESS_PACKAGE = {"ddp": "tqdm>=4.64", "dp": "tqdm>=4.64"}
 
 
 def packages(framework: str, task: str, tracker: str = "none") -> tuple[str, ...]:
     """Import names a project needs besides torch (what the smoke test checks first)."""
-    names = [*FRAMEWORK_PACKAGES[framework], *TASK_PACKAGES[task]]
-    if framework in PROGRESS_PACKAGE:
+    names = [*FRAMEWORKS[framework].packages, *TASKS[task].packages]
+    if FRAMEWORKS[framework].progress_package:
         names.append("tqdm")
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
@@ -211,7 +209,7 @@ def requirements(
     """Pinned requirement lines for a generated project on torch ``minor``."""
     major, minor_no = parse_minor(minor)
     lines = [f"torch>={major}.{minor_no},<{major}.{minor_no + 1}"]
-    packages = dict.fromkeys(FRAMEWORK_PACKAGES[framework] + TASK_PACKAGES[task])
+    packages = dict.fromkeys(FRAMEWORKS[framework].packages + TASKS[task].packages)
     if "torchvision" in packages:
         tv_major, tv_minor = parse_minor(release(minor).torchvision)
         lines.append(f"torchvision>={tv_major}.{tv_minor},<{tv_major}.{tv_minor + 1}")
@@ -221,8 +219,9 @@ def requirements(
         line, cap = library_line(package, minor, python)
         upper = f"<{format_minor(cap)}" if cap else f"<{line.version[0] + 1}"
         lines.append(f"{package}>={format_minor(line.version)},{upper}")
-    if framework in PROGRESS_PACKAGE:
-        lines.append(PROGRESS_PACKAGE[framework])
+    progress = FRAMEWORKS[framework].progress_package  # the plain loops draw theirs with tqdm
+    if progress:
+        lines.append(progress)
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         lines.append(chosen[1])
@@ -248,12 +247,6 @@ def python_problem(minor: str, python: str) -> str | None:
     )
 
 
-# Frameworks whose FSDP runs only on CUDA GPUs (measured with lightning 2.6 and
-# accelerate 1.15: Lightning refuses accelerator="cpu"; accelerate silently falls back to DDP).
-FSDP_NEEDS_GPUS = {
-    "lightning": "Lightning's FSDP strategy runs only on GPUs",
-    "hf": "the Trainer (accelerate) uses FSDP only on GPUs",
-}
 # Plain PyTorch FSDP on CPU with gloo, measured with the nox sessions: 2.14 trains, gathers
 # and reloads full state dicts; 2.4 (FSDP1) calls torch.cuda at wrap time, and with
 # device_id=cpu crashes (SIGSEGV) gathering the state dict; 2.6 (FSDP2) fails in
@@ -264,8 +257,9 @@ FSDP_CPU_FROM: Version = (2, 14)
 
 def fsdp_needs_gpus(framework: str, torch: str) -> str | None:
     """Why FSDP in ``framework`` on torch ``torch`` cannot run without GPUs, or None."""
-    if framework in FSDP_NEEDS_GPUS:
-        return FSDP_NEEDS_GPUS[framework]
+    needs = FRAMEWORKS[framework].fsdp_needs_gpus
+    if needs:
+        return needs
     if parse_minor(torch) < FSDP_CPU_FROM:
         return (
             f"FSDP on CPU works from torch {format_minor(FSDP_CPU_FROM)} "

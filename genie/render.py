@@ -18,35 +18,34 @@ from pathlib import Path
 from typing import Any
 
 from genie import __version__, compat, contract, launch
+from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError
 from genie.i18n import _
-from genie.spec import Spec, dump_answers, load_answers
+from genie.registry import FRAMEWORKS, TASKS
+from genie.spec import Spec
 
 ANSWERS_FILE = ".genie.yml"
-FRAMEWORK_TITLES = {
-    "ddp": "PyTorch DistributedDataParallel",
-    "lightning": "PyTorch Lightning",
-    "hf": "the Hugging Face Trainer",
-    "dp": "torch.nn.DataParallel",
-}
-FSDP_TITLES = {
-    "ddp": "PyTorch FullyShardedDataParallel (FSDP)",
-    "lightning": "PyTorch Lightning (FSDP strategy)",
-    "hf": "the Hugging Face Trainer (FSDP)",
-}
 
 
 def framework_title(spec: Spec) -> str:
     """What trains the project, in words (the README and genie's file list say it)."""
-    if spec.strategy == "fsdp":
-        return FSDP_TITLES[spec.framework]
-    return FRAMEWORK_TITLES[spec.framework]
+    framework = FRAMEWORKS[spec.framework]
+    return (
+        framework.fsdp_title
+        if spec.strategy == "fsdp" and framework.fsdp_title
+        else framework.title
+    )
 
 
-TASK_TITLES = {
-    "custom": "a small model on synthetic data",
-    "nlp": "text classification (transformers)",
-    "cv": "image classification (torchvision)",
+MODULE_PURPOSES = {
+    "config.py": _("command-line options and their defaults"),
+    "fsdp.py": _("sharding the model with FSDP"),
+    "dist_utils.py": _("process group, timeout, seeding, decisions all ranks share"),
+    "checkpoint.py": _("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+    "optim.py": _("optimizer, warmup + cosine LR schedule, loss scaler"),
+    "evaluation.py": _("held-out split and validation exact across ranks"),
+    "tracking.py": _("logging, progress and the experiment tracker (rank 0)"),
+    "smoke_check.py": _("what genie reads to judge a --smoke run"),
 }
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh")
 
@@ -62,14 +61,21 @@ def template_root() -> Path:
 
 def project_files(spec: Spec) -> list[tuple[str, str]]:
     """Every file of the project, with one line saying what it is for."""
+    framework = FRAMEWORKS[spec.framework]
     files = [
-        ("train.py", _("training with {f}: checkpoints, resume, --smoke").format(
+        ("train.py", _("training with {f}: setup, loop, checkpoints, resume").format(
             f=framework_title(spec))),
         ("model.py", _("the model; replace it with yours")),
         ("data.py", _("the dataset; replace it with yours")),
-        ("launch/single_node.sh", _("python on this machine") if spec.framework == "dp"
-         else _("torchrun on this machine")),
     ]  # fmt: skip
+    modules = list(framework.modules)
+    if spec.strategy == "fsdp" and spec.framework == "ddp":
+        modules.insert(0, "fsdp.py")
+    files += [(name, MODULE_PURPOSES[name]) for name in modules]
+    files.append(
+        ("launch/single_node.sh",
+         _("torchrun on this machine") if framework.torchrun else _("python on this machine"))
+    )  # fmt: skip
     if spec.multi_node:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
     files += [
@@ -95,7 +101,8 @@ def context(spec: Spec) -> dict[str, Any]:
             spec.torch, spec.python, spec.framework, spec.task, spec.tracker
         ),
         "framework_title": framework_title(spec),
-        "task_title": TASK_TITLES[spec.task],
+        "task_title": TASKS[spec.task].title,
+        "wrapper": "FSDP" if spec.strategy == "fsdp" else FRAMEWORKS[spec.framework].wrapper,
         "world_size": spec.world_size,
         # why this project's FSDP cannot run on CPU (its own tests skip there), or None
         "fsdp_gpu_only": (

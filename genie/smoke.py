@@ -171,7 +171,14 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
                 got=report.get("devices"), want=p.devices
             )
         )
-    if report["params_in_sync"] is not True:
+    if p.devices is not None:  # DataParallel: one process, one copy of the weights
+        if report.get("replicas") != 1:
+            problems.append(
+                _("DataParallel reported {n} weight copies, expected 1").format(
+                    n=report.get("replicas")
+                )
+            )
+    elif report["params_in_sync"] is not True:
         problems.append(_("parameters differ across ranks after training"))
     accuracy = report["val_accuracy"]
     if not isinstance(accuracy, (int, float)) or not 0 <= accuracy <= 1:

@@ -1,7 +1,7 @@
-"""The project spec: every answer declared once, validated once.
+"""The project spec: the field table, the cross-field rules, and the frozen :class:`Spec`.
 
 Answers arrive as one raw mapping (flags over answers file over wizard); :func:`build_spec`
-turns it into a frozen :class:`Spec`. The wizard and the CLI flags are generated from
+turns it into a :class:`Spec`. The wizard and the CLI flags are generated from
 :data:`FIELDS`, and both go through :meth:`Field.parse`, so a value is judged the same way
 whichever way it came in.
 """
@@ -11,123 +11,23 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from genie import __version__, compat
+from genie import compat
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
+from genie.fields import Answers, Field
 from genie.i18n import _
-
-Answers = Mapping[str, Any]
+from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-_TRUE = {"true", "yes", "y", "on", "1"}
-_FALSE = {"false", "no", "n", "off", "0"}
 
 
 def _multi_node(answers: Answers) -> bool:
     return int(answers.get("nodes") or 1) > 1
-
-
-def _always(answers: Answers) -> bool:
-    return True
-
-
-@dataclass(frozen=True)
-class Field:
-    """One answer: its type, choices, default, help and validation, declared once."""
-
-    name: str
-    kind: type  # int, float, str or bool
-    question: str  # what the wizard asks
-    help: str  # one line for --help and the wizard's hint
-    default: Callable[[Answers, Machine], Any]
-    choices: tuple[str, ...] | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    check: Callable[[Any], str | None] | None = None  # returns what is accepted, or None
-    applies: Callable[[Answers], bool] = _always
-    normalize: Callable[[str], str] | None = None
-    choice_help: dict[str, str] | None = None  # one line per choice, for the wizard
-    available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
-    warnings: dict[str, str] | None = None  # printed when that choice is made
-    not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.flag})"
-
-    def accepted(self) -> str:
-        """Human description of the accepted values."""
-        if self.choices:
-            return _("one of: ") + ", ".join(self.choices)
-        if self.kind is bool:
-            return _("true or false")
-        kind = {int: _("a whole number"), float: _("a number"), str: _("text")}[self.kind]
-        low, high = _number(self.minimum), _number(self.maximum)
-        if low and high:
-            return f"{kind} {low}-{high}"
-        if low:
-            return f"{kind} >= {low}"
-        return kind
-
-    def parse(self, raw: Any) -> Any:
-        """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""
-        value = self._convert(raw)
-        if self.choices and value not in self.choices:
-            raise SpecError(self.label, raw, self.accepted())
-        if self.minimum is not None and value < self.minimum:
-            raise SpecError(self.label, raw, self.accepted())
-        if self.maximum is not None and value > self.maximum:
-            raise SpecError(self.label, raw, self.accepted())
-        if self.check is not None:
-            problem = self.check(value)
-            if problem:
-                raise SpecError(self.label, raw, problem)
-        return value
-
-    def _convert(self, raw: Any) -> Any:
-        if isinstance(raw, str):
-            raw = raw.strip()
-        try:
-            if self.kind is bool:
-                if isinstance(raw, bool):
-                    return raw
-                text = str(raw).lower()
-                if text in _TRUE or text in _FALSE:
-                    return text in _TRUE
-                raise ValueError(raw)
-            if self.kind is int:
-                if isinstance(raw, bool) or isinstance(raw, float):
-                    raise ValueError(raw)
-                return int(str(raw), 10)
-            if self.kind is float:
-                if isinstance(raw, bool):
-                    raise ValueError(raw)
-                value = float(raw)
-                if value != value or value in (float("inf"), float("-inf")):
-                    raise ValueError(raw)
-                return value
-            if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
-                raise ValueError(raw)
-            text = str(raw)
-            return self.normalize(text) if self.normalize else text
-        except (TypeError, ValueError):
-            raise SpecError(self.label, raw, self.accepted()) from None
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return ""
-    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 # ---------------------------------------------------------------- field checks
@@ -207,32 +107,14 @@ def _const(value: Any) -> Callable[[Answers, Machine], Any]:
 
 # ---------------------------------------------------------------- the fields
 
-TASKS = {
-    "custom": _("a small model and synthetic dataset with clear places to plug in your own"),
-    "nlp": _("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
-    "cv": _("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
-}
-FRAMEWORKS = {
-    "ddp": _("plain PyTorch DistributedDataParallel: one process per device, full control"),
-    "lightning": _("PyTorch Lightning Trainer with the DDP strategy"),
-    "hf": _("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
-    "dp": _("torch.nn.DataParallel: one process, one node; simplest but slowest"),
-}
-DP_WARNING = _(
-    "DataParallel is slower than DDP even on one node (one Python process drives every GPU "
-    "and copies the model to each of them every step); move to --framework ddp to scale"
-)
-
-
-STRATEGIES = {
-    "ddp": _("replicate the model on every process (DistributedDataParallel)"),
-    "fsdp": _("shard parameters, gradients and optimizer state across processes (FSDP)"),
-}
+TASK_CHOICES = {key: task.summary for key, task in TASKS.items()}
+FRAMEWORK_CHOICES = {key: f.summary for key, f in FRAMEWORKS.items()}
+TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVERIFIED}
 
 
 def _frameworks_available(answers: Answers) -> tuple[str, ...]:
     # DataParallel lives in one process: it cannot span nodes.
-    return tuple(f for f in FRAMEWORKS if f != "dp" or not _multi_node(answers))
+    return tuple(k for k, f in FRAMEWORKS.items() if f.multi_node or not _multi_node(answers))
 
 
 def _strategies_available(answers: Answers) -> tuple[str, ...]:
@@ -248,8 +130,8 @@ def _strategies_available(answers: Answers) -> tuple[str, ...]:
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
 
 
-def _not_dp(answers: Answers) -> bool:
-    return answers.get("framework") != "dp"
+def _torchrun(answers: Answers) -> bool:
+    return FRAMEWORKS[str(answers.get("framework"))].torchrun
 
 
 FIELDS: tuple[Field, ...] = (
@@ -288,6 +170,7 @@ FIELDS: tuple[Field, ...] = (
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
         default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
+        choice_help=TORCH_CHOICES,
     ),
     Field(
         "python", str, _("Python version on the cluster?"),
@@ -298,24 +181,25 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "task", str, _("Task?"),
         _("The model and data; every framework shares the same task code."),
-        default=_const("custom"), choices=tuple(TASKS), choice_help=TASKS,
+        default=_const("custom"), choices=tuple(TASKS), choice_help=TASK_CHOICES,
     ),
     Field(
         "framework", str, _("Framework?"),
         _("Who runs the training loop; all of them launch with torchrun except dp."),
-        default=_const("ddp"), choices=tuple(FRAMEWORKS), choice_help=FRAMEWORKS,
-        available=_frameworks_available, warnings={"dp": DP_WARNING},
+        default=_const("ddp"), choices=tuple(FRAMEWORKS), choice_help=FRAMEWORK_CHOICES,
+        available=_frameworks_available,
+        warnings={k: f.warning for k, f in FRAMEWORKS.items() if f.warning},
     ),
     Field(
         "strategy", str, _("Parallel strategy?"),
         _("ddp keeps a full model copy per process; fsdp shards it, for models too big for one."),
         default=_const("ddp"), choices=tuple(STRATEGIES), choice_help=STRATEGIES,
-        available=_strategies_available, applies=_not_dp, not_applicable=_DP_ONE_PROCESS,
+        available=_strategies_available, applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
     ),
     Field(
         "nproc_per_node", int, _("Processes per node?"),
         _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
-        default=_default_nproc, minimum=1, maximum=256, applies=_not_dp,
+        default=_default_nproc, minimum=1, maximum=256, applies=_torchrun,
         not_applicable=_DP_ONE_PROCESS,
     ),
     Field(
@@ -455,9 +339,9 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
 def _cross_check(v: Mapping[str, Any]) -> None:
     """Rules that involve several answers; they run once, after every answer is in."""
     label = FIELD_BY_NAME
-    if v["framework"] == "dp" and v["nodes"] > 1:
+    if not FRAMEWORKS[v["framework"]].multi_node and v["nodes"] > 1:
         raise SpecError(
-            label["framework"].label, "dp",
+            label["framework"].label, v["framework"],
             _("DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"),
         )  # fmt: skip
     if v["gpus_per_node"] and v["nproc_per_node"] and v["nproc_per_node"] > v["gpus_per_node"]:
@@ -499,59 +383,3 @@ def build_spec(raw: Answers, machine: Machine, ask: Ask | None = None) -> Spec:
         raise SpecError(FIELD_BY_NAME["name"].label, None, _("a project name is required"))
     _cross_check(values)
     return Spec(**values)
-
-
-# ---------------------------------------------------------------- answers file
-
-
-def load_answers(path: Path) -> dict[str, Any]:
-    """Read a YAML answers file into a raw mapping (validated later, with everything else)."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise GenieError(
-            _("cannot read answers file {path}: {why}").format(path=path, why=err.strerror)
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise GenieError(
-            _("answers file {path} is not valid YAML{line}; fix it or regenerate it").format(
-                path=path, line=line
-            )
-        ) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise GenieError(
-            _("answers file {path} must be a mapping of answer: value").format(path=path)
-        )
-    return {str(k): v for k, v in data.items()}
-
-
-def dump_answers(spec: Spec) -> str:
-    """The answers file genie writes into a project; loading it reproduces the project."""
-    lines = [
-        "# Answers genie used for this project. Reproduce it with:",
-        "#   genie new DIR --answers .genie.yml --yes",
-        f"genie_version: {__version__}",
-    ]
-    for key, value in spec.answers().items():
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, float):
-            text = repr(value)
-        elif isinstance(value, int):
-            text = str(value)
-        else:
-            text = f'"{value}"'  # validated values never contain quotes or backslashes
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines) + "\n"
-
-
-def spec_field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Spec))

@@ -87,11 +87,27 @@ def verdict(result: SmokeResult) -> None:
 
     p, r = result.plan, result.report or {}
     table = Table(title=_("Smoke test"), show_header=False)
-    table.add_row(_("tested"), f"{p.nproc} processes, {p.backend}, {p.device}, {p.precision}")
+    if p.devices is not None:
+        tested = _("1 process (DataParallel over {n} device(s)), {device}, {precision}")
+    else:
+        tested = _("{n} processes, {backend}, {device}, {precision}")
+    table.add_row(
+        _("tested"),
+        tested.format(n=p.devices or p.nproc, backend=p.backend, device=p.device,
+                      precision=p.precision),
+    )  # fmt: skip
     if r:
         table.add_row(_("steps"), str(r.get("steps")))
         table.add_row(_("loss"), f"{_fmt(r.get('first_loss'))} → {_fmt(r.get('last_loss'))}")
-        table.add_row(_("parameters in sync"), str(r.get("params_in_sync")))
+        if p.devices is not None:
+            weights = _("one copy (DataParallel): nothing to compare across processes")
+        else:
+            weights = (
+                _("identical on all {n} ranks (compared with a collective)").format(n=p.nproc)
+                if r.get("params_in_sync") is True
+                else _("DIFFER across ranks")
+            )
+        table.add_row(_("weights"), weights)
     table.add_row(_("seconds"), f"{result.seconds:.1f}")
     for note in p.notes:
         table.add_row(_("note"), note)

@@ -10,8 +10,9 @@ from typing import Any, Callable
 
 from genie.detect import Machine
 from genie.errors import SpecError
+from genie.fields import Answers, Field
 from genie.i18n import _
-from genie.spec import Answers, Field, Spec
+from genie.spec import Spec
 
 # What the machine told us, shown next to the question it informs.
 _DETECTED: dict[str, Callable[[Machine], str | None]] = {

@@ -14,9 +14,9 @@ from .conftest import run_genie, tree
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gpus-per-node", "-1"], "gpus_per_node (--gpus-per-node): '-1' is not valid: a whole number 0-64"),
+        (["--gpus-per-node", "-1"], "gpus_per_node (--gpus-per-node): '-1' is not valid: a whole number between 0 and 64"),
         (["--gpus-per-node", "abc"], "gpus_per_node (--gpus-per-node): 'abc' is not valid"),
-        (["--nodes", "2", "--master-addr", "h", "--master-port", "70000"], "'70000' is not valid: a whole number 1024-65535"),
+        (["--nodes", "2", "--master-addr", "h", "--master-port", "70000"], "'70000' is not valid: a whole number between 1024 and 65535"),
         (["--torch", "1.2"], "torch (--torch): '1.2' is not valid: one of: 2.15"),
         (["--name", "../escape"], "name (--name): '../escape' is not valid"),
         (["--name", "a/b"], "name (--name): 'a/b' is not valid"),
@@ -39,7 +39,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
         ("gpus: 4\n", "unknown answer 'gpus'"),
         ("nodes: [1,\n", "is not valid YAML"),
         ("just text\n", "must be a mapping"),
-        ("nodes: 0\n", "nodes (--nodes): 0 is not valid: a whole number 1-4096"),
+        ("nodes: 0\n", "nodes (--nodes): 0 is not valid: a whole number between 1 and 4096"),
     ],
 )
 def test_bad_answers_file_is_one_line_exit_2(tmp_path, content, message):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 
 import pytest
 
 from genie import compat
+from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError, SpecError
-from genie.spec import FIELDS, Spec, build_spec, dump_answers, load_answers, spec_field_names
+from genie.spec import FIELDS, Spec, build_spec
 
 
 def spec_of(machine, **raw):
@@ -51,11 +53,11 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"gpus_per_node": "-1"}, "gpus_per_node (--gpus-per-node): '-1' is not valid: a whole number 0-64"),
-        ({"gpus_per_node": "abc"}, "gpus_per_node (--gpus-per-node): 'abc' is not valid: a whole number 0-64"),
-        ({"gpus_per_node": "2.5"}, "gpus_per_node (--gpus-per-node): '2.5' is not valid: a whole number 0-64"),
+        ({"gpus_per_node": "-1"}, "gpus_per_node (--gpus-per-node): '-1' is not valid: a whole number between 0 and 64"),
+        ({"gpus_per_node": "abc"}, "gpus_per_node (--gpus-per-node): 'abc' is not valid: a whole number between 0 and 64"),
+        ({"gpus_per_node": "2.5"}, "gpus_per_node (--gpus-per-node): '2.5' is not valid: a whole number between 0 and 64"),
         ({"nodes": 2, "master_addr": "h", "master_port": "70000"},
-         "master_port (--master-port): '70000' is not valid: a whole number 1024-65535"),
+         "master_port (--master-port): '70000' is not valid: a whole number between 1024 and 65535"),
         ({"torch": "3.1"}, "torch (--torch): '3.1' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
         ({"torch": "latest"}, "torch (--torch): 'latest' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
         ({"name": "a/b"}, "name (--name): 'a/b' is not valid: letters, digits"),
@@ -70,7 +72,7 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"precision": "fp8"}, "precision (--precision): 'fp8' is not valid: one of: bf16, fp16, fp32"),
         ({"precision": "fp16"}, "fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU"),
         ({"gpus_per_node": 4, "nproc_per_node": 8}, "at most one process per GPU: 4 or fewer"),
-        ({"batch_size": 0}, "batch_size (--batch-size): 0 is not valid: a whole number 1-1000000"),
+        ({"batch_size": 0}, "batch_size (--batch-size): 0 is not valid: a whole number between 1 and 1000000"),
         ({"lr": "fast"}, "lr (--lr): 'fast' is not valid: a number"),
         ({"lr": "nan"}, "lr (--lr): 'nan' is not valid: a number"),
         ({"lr": 0}, "lr (--lr): 0 is not valid"),
@@ -88,7 +90,7 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"torch": "2.0", "python": "3.11", "compile": True},
          "torch 2.0 supports torch.compile up to Python 3.10, not 3.11; use --no-compile"),
         ({"python": "2.7"}, "python (--python): '2.7' is not valid: a Python version from 3.7"),
-        ({"nodes": [1]}, "nodes (--nodes): [1] is not valid: a whole number 1-4096"),
+        ({"nodes": [1]}, "nodes (--nodes): [1] is not valid: a whole number between 1 and 4096"),
         ({"nodes": True}, "nodes (--nodes): True is not valid"),
         ({"strategy": "zero3"}, "strategy (--strategy): 'zero3' is not valid: one of: ddp, fsdp"),
         ({"framework": "dp", "strategy": "fsdp"},
@@ -130,7 +132,7 @@ def test_default_gpus_and_precision_come_from_the_machine(gpu_machine):
 
 
 def test_spec_has_exactly_the_declared_fields():
-    assert spec_field_names() == tuple(f.name for f in FIELDS)
+    assert tuple(f.name for f in fields(Spec)) == tuple(f.name for f in FIELDS)
 
 
 def test_answers_file_round_trips_to_the_same_spec(cpu_machine, tmp_path):

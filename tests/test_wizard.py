@@ -90,10 +90,12 @@ def test_an_invalid_reply_is_refused_and_asked_again(cpu_machine):
     assert spec.gpus_per_node == 0
 
 
-def test_torch_choice_is_offered_newest_first(cpu_machine):
+def test_torch_default_is_the_newest_verified_release(cpu_machine):
     machine = replace(cpu_machine, torch=None)
+    spec, _ = run_wizard(machine, ENTER * 2 + ENTER + ENTER * 20)
+    assert spec.torch == "2.14"  # 2.15 is offered above it, marked unverified
     spec, _ = run_wizard(machine, ENTER * 2 + DOWN + ENTER + ENTER * 20)
-    assert spec.torch == "2.14"  # one below the newest (2.15)
+    assert spec.torch == "2.13"  # newest first: one down is older
 
 
 def test_ctrl_c_interrupts(cpu_machine):

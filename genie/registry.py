@@ -1,0 +1,129 @@
+"""Frameworks and tasks, each declared once.
+
+The spec (choices, rules), the wizard, rendering (titles, files), compat (packages) and
+the smoke planner (how a project launches) all read these tables: adding a framework or
+a task is one entry here plus its templates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from genie.i18n import _
+
+
+@dataclass(frozen=True)
+class Framework:
+    key: str
+    summary: str  # one line for the wizard's choice list
+    title: str  # what trains the project, in words
+    fsdp_title: str | None  # the same with --strategy fsdp; None: no FSDP
+    wrapper: str  # what wraps the model in train.py, named in its comments
+    packages: tuple[str, ...]  # import names besides torch (and the task's)
+    modules: tuple[str, ...]  # project modules besides train.py, model.py and data.py
+    torchrun: bool = True  # False: one plain Python process
+    multi_node: bool = True  # False: one node only
+    fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
+    progress_package: str | None = None  # requirement line for its progress bar
+    warning: str | None = None  # printed when it is chosen
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        return ("ddp", "fsdp") if self.fsdp_title else ()
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    summary: str
+    title: str
+    packages: tuple[str, ...]
+
+
+_LOOP_MODULES = (
+    "config.py", "checkpoint.py", "optim.py", "evaluation.py", "tracking.py", "smoke_check.py"
+)
+
+FRAMEWORKS: dict[str, Framework] = {
+    f.key: f
+    for f in (
+        Framework(
+            "ddp",
+            _("plain PyTorch DistributedDataParallel: one process per device, full control"),
+            "PyTorch DistributedDataParallel",
+            "PyTorch FullyShardedDataParallel (FSDP)",
+            "DDP",
+            (),
+            ("dist_utils.py", *_LOOP_MODULES),
+            progress_package="tqdm>=4.64",
+        ),
+        Framework(
+            "lightning",
+            _("PyTorch Lightning Trainer with the DDP strategy"),
+            "PyTorch Lightning",
+            "PyTorch Lightning (FSDP strategy)",
+            "Lightning",
+            ("lightning",),
+            ("config.py", "dist_utils.py", "optim.py", "evaluation.py", "smoke_check.py"),
+            # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
+            fsdp_needs_gpus="Lightning's FSDP strategy runs only on GPUs",
+        ),
+        Framework(
+            "hf",
+            _("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
+            "the Hugging Face Trainer",
+            "the Hugging Face Trainer (FSDP)",
+            "Trainer",
+            ("transformers", "accelerate"),
+            ("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
+            # measured with accelerate 1.15: it silently falls back to DDP on CPU
+            fsdp_needs_gpus="the Trainer (accelerate) uses FSDP only on GPUs",
+        ),
+        Framework(
+            "dp",
+            _("torch.nn.DataParallel: one process, one node; simplest but slowest"),
+            "torch.nn.DataParallel",
+            None,
+            "DataParallel",
+            (),
+            _LOOP_MODULES,
+            torchrun=False,
+            multi_node=False,
+            progress_package="tqdm>=4.64",
+            warning=_(
+                "DataParallel is slower than DDP even on one node (one Python process drives "
+                "every GPU and copies the model to each of them every step); move to "
+                "--framework ddp to scale"
+            ),
+        ),
+    )
+}
+
+TASKS: dict[str, Task] = {
+    t.key: t
+    for t in (
+        Task(
+            "custom",
+            _("a small model and synthetic dataset with clear places to plug in your own"),
+            "a small model on synthetic data",
+            (),
+        ),
+        Task(
+            "nlp",
+            _("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
+            "text classification (transformers)",
+            ("transformers", "datasets"),
+        ),
+        Task(
+            "cv",
+            _("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
+            "image classification (torchvision)",
+            ("torchvision",),
+        ),
+    )
+}
+
+STRATEGIES = {
+    "ddp": _("replicate the model on every process (DistributedDataParallel)"),
+    "fsdp": _("shard parameters, gradients and optimizer state across processes (FSDP)"),
+}

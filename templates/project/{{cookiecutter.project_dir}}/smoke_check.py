@@ -1,0 +1,2 @@
+{% set g = cookiecutter._genie %}
+{% include "modules/smoke_check.py.j2" %}

@@ -1,0 +1,2 @@
+{% set g = cookiecutter._genie %}
+{% include "modules/tracking.py.j2" %}
