@@ -14,6 +14,8 @@ from genie.fields import Field
 from genie.i18n import _
 from genie.spec import FIELDS
 
+TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
+
 
 def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A click option for a spec field. Values stay strings: Field.parse judges them, the
@@ -129,14 +131,10 @@ def new(
 )
 def smoke(directory: Path, timeout: float, python: str | None) -> None:
     """Smoke-test an existing genie project: a few real training steps under torchrun."""
-    from genie import answers as answers_mod
-    from genie import detect, render, spec
+    from genie import detect
 
-    answers = directory / render.ANSWERS_FILE
-    if not answers.is_file():
-        raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
+    project = _load_project(directory)
     machine = detect.machine()
-    project = spec.build_spec(answers_mod.load_answers(answers), machine)
     _smoke(project, directory.absolute(), machine, timeout, python or sys.executable)
 
 
@@ -163,7 +161,74 @@ def _smoke(
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
     ui.verdict(result)
     if not result.passed:
+        from genie import smoke_signatures
+
+        found = smoke_signatures.explain(result.output, result.returncode, result.timed_out)
+        ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
         raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
+
+
+@cli.command()
+@click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help=_("A genie project: its answers supply what the flags do not, and its pins are checked."),
+)
+@click.option("--master-addr", help=_("Node 0's address: it must resolve, and not to loopback."))
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    help=_("Rendezvous port (default: the project's, else 29500); must be free on the master."),
+)
+@click.option("--reach", is_flag=True, help=_("Also open a TCP connection to the master's port."))
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help=_("Interpreter whose torch and packages are checked (default: the one running genie)."),
+)
+@click.option("--json", "as_json", is_flag=True, help=_("Print the checks as a JSON list."))
+def doctor(
+    project_dir: Path | None,
+    master_addr: str | None,
+    master_port: int | None,
+    reach: bool,
+    python: str | None,
+    as_json: bool,
+) -> None:
+    """Check this machine for what breaks distributed training, with a fix for each problem.
+
+    Exit status: 0 when no check fails (warnings allowed), 1 when a check fails, 2 on bad
+    input.
+    """
+    from genie import doctor as doctor_mod
+    from genie import ui
+
+    ctx = doctor_mod.Context(master_addr=master_addr, master_port=master_port, reach=reach)
+    ctx.python = python or sys.executable
+    if project_dir is not None:
+        ctx.spec, ctx.project_dir = _load_project(project_dir), project_dir.absolute()
+    if reach and ctx.addr is None:
+        raise GenieError(_("--reach needs --master-addr, or a multi-node --project"))
+    results = doctor_mod.run(ctx)
+    if as_json:
+        import json
+
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        ui.doctor(results)
+    doctor_mod.ensure_passed(results)
+
+
+def _load_project(directory: Path) -> Any:
+    from genie import answers as answers_mod
+    from genie import detect, render, spec
+
+    answers = directory / render.ANSWERS_FILE
+    if not answers.is_file():
+        raise GenieError(_("{f} not found: is {d} a genie project?").format(f=answers, d=directory))
+    return spec.build_spec(answers_mod.load_answers(answers), detect.machine())
 
 
 def main(argv: list[str] | None = None) -> None:

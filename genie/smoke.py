@@ -7,21 +7,17 @@ own process group, streams its output, enforces the timeout on the whole tree; :
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import compat, contract
+from genie import compat, contract, smoke_process
 from genie.detect import Machine
 from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
@@ -29,7 +25,6 @@ from genie.spec import Spec
 
 CPU_PROCESSES = 2
 DEFAULT_TIMEOUT = 300.0
-KILL_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +48,7 @@ class SmokeResult:
     timed_out: bool = False
     report: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
+    output: str = ""  # everything the run printed, for explaining a failure
 
     @property
     def passed(self) -> bool:
@@ -94,6 +90,7 @@ def plan(
         str(checkpoint_dir / "runs"),
     )
     env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    env.update(smoke_process.FAULTHANDLER_ENV)  # at a timeout, each rank shows where it hung
     # Trackers stay offline and out of the project directory during the test.
     env.update(
         {
@@ -211,82 +208,17 @@ def run(
     _require_packages(spec, python)
     with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
         p = plan(spec, machine, Path(checkpoints), python)
-        lines: list[str] = []
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            p.argv,
-            cwd=project,
-            env={**os.environ, **p.env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # its own process group: a timeout kills every rank
-        )
-        reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
-        reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_tree(proc)
-        except BaseException:
-            _kill_tree(proc)
-            raise
-        reader.join(timeout=KILL_GRACE)
-        seconds = time.perf_counter() - started
-    reports = parse_reports(lines)
-    problems = judge(p, proc.returncode, reports)
-    if timed_out:
+        out = smoke_process.execute(p.argv, project, {**os.environ, **p.env}, timeout, echo)
+    reports = parse_reports(out.lines)
+    problems = judge(p, out.returncode, reports)
+    if out.timed_out:
         problems.insert(
             0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
         )
+    report = reports[-1] if reports else None
     return SmokeResult(
-        p, proc.returncode, seconds, timed_out, reports[-1] if reports else None, problems
+        p, out.returncode, out.seconds, out.timed_out, report, problems, "".join(out.lines)
     )
-
-
-def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        echo(line.rstrip("\n"))
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc). torchrun starts each worker in a session of
-    its own, so killing torchrun's process group alone would leave the ranks running."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGTERM torchrun (it forwards to the ranks), then SIGKILL every process that is left."""
-    victims = _descendants(proc.pid)  # before torchrun dies and its children are re-parented
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=KILL_GRACE)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
-    for pid in [proc.pid, *victims]:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:

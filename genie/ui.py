@@ -13,8 +13,10 @@ from genie.i18n import _
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from genie.doctor import Result as DoctorResult
     from genie.launch import Command
     from genie.smoke import SmokeResult
+    from genie.smoke_signatures import Explanation
     from genie.spec import Spec
 
 
@@ -117,3 +119,47 @@ def verdict(result: SmokeResult) -> None:
 
 def _fmt(value: object) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+_STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def doctor(results: list[DoctorResult]) -> None:
+    """The checks as one table, then a count per status."""
+    from rich.table import Table
+
+    table = Table(title=_("genie doctor"), show_lines=False)
+    for column in (_("check"), _("status"), _("found"), _("fix")):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        style = _STATUS_STYLE[r.status]
+        table.add_row(r.id, f"[{style}]{r.status.upper()}[/]", escape(r.detail), escape(r.fix))
+    console().print(table)
+    counts = {s: sum(r.status == s for r in results) for s in _STATUS_STYLE}
+    console().print(
+        _("{p} passed, {w} warning(s), {f} failed").format(
+            p=counts["pass"], w=counts["warn"], f=counts["fail"]
+        ),
+        markup=False,
+    )
+
+
+def explain(found: list[Explanation], tail: list[str], project: str) -> None:
+    """Why a smoke run likely failed and how to fix it, then the last lines it printed."""
+    c = console()
+    if found:
+        c.print(f"\n[bold]{_('Likely cause')}[/]")
+        for e in found:
+            c.print(f"  [red]•[/] {escape(e.cause)}")
+            if e.evidence:
+                c.print("    " + _("seen: ") + e.evidence, markup=False, style="dim")
+            c.print(f"    [green]{_('fix')}:[/] {escape(e.fix)}")
+    else:
+        c.print("\n" + _("No known failure signature matched the output."), markup=False)
+    if tail:
+        c.print("\n" + _("Last lines of the output:"), markup=False)
+        for line in tail:
+            stream(line)
+    c.print(
+        "\n" + _("Check this machine: genie doctor --project {d}").format(d=project), markup=False
+    )

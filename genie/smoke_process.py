@@ -1,0 +1,138 @@
+"""Run a command tree (torchrun and its ranks) with a timeout that kills all of it.
+
+At the timeout each rank is first asked for its Python stack (``SIGABRT`` under
+``PYTHONFAULTHANDLER=1``), so a hang can say which rank was where; then the whole tree goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+KILL_GRACE = 5.0
+DUMP_GRACE = 2.0  # seconds the ranks get to write their stacks
+# Added to a run's environment: Python writes every thread's stack on SIGABRT (and on crashes).
+FAULTHANDLER_ENV = {"PYTHONFAULTHANDLER": "1"}
+
+
+@dataclass
+class Outcome:
+    returncode: int | None
+    lines: list[str]
+    seconds: float
+    timed_out: bool
+
+
+def execute(
+    argv: tuple[str, ...] | list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    echo: Callable[[str], None] = lambda line: None,
+) -> Outcome:
+    """Run ``argv`` in its own session, stream its output to ``echo``, kill it at ``timeout``."""
+    lines: list[str] = []
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # its own process group: a timeout kills every rank
+    )
+    reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        if env.get("PYTHONFAULTHANDLER"):
+            _dump_stacks(proc)
+        kill_tree(proc)
+    except BaseException:
+        kill_tree(proc)
+        raise
+    reader.join(timeout=KILL_GRACE)
+    return Outcome(proc.returncode, lines, time.perf_counter() - started, timed_out)
+
+
+def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        echo(line.rstrip("\n"))
+
+
+def _dump_stacks(proc: subprocess.Popen) -> None:
+    """SIGABRT the ranks (torchrun's children, or the process itself without torchrun): with
+    faulthandler on, each writes its stack before it dies."""
+    ranks = _children(proc.pid) or [proc.pid]
+    for pid in ranks:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGABRT)
+    deadline = time.monotonic() + DUMP_GRACE
+    while time.monotonic() < deadline and any(_alive(pid) for pid in ranks):
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _parents() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    return children
+
+
+def _children(pid: int) -> list[int]:
+    return _parents().get(pid, [])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc). torchrun starts each worker in a session of
+    its own, so killing torchrun's process group alone would leave the ranks running."""
+    children = _parents()
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGTERM torchrun (it forwards to the ranks), then SIGKILL every process that is left."""
+    victims = descendants(proc.pid)  # before torchrun dies and its children are re-parented
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=KILL_GRACE)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    for pid in [proc.pid, *victims]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
