@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-from genie import __version__
+from genie import __version__, contract
 from genie.errors import Aborted, GenieError, SmokeFailed
 from genie.fields import Field
 from genie.i18n import _
@@ -66,7 +66,7 @@ def cli() -> None:
 @click.option(
     "--smoke-timeout",
     type=click.FloatRange(min=1),
-    default=300.0,
+    default=contract.SMOKE_TIMEOUT,
     show_default=True,
     help="Seconds before the smoke test is killed.",
 )
@@ -119,7 +119,7 @@ def new(
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
-    default=300.0,
+    default=contract.SMOKE_TIMEOUT,
     show_default=True,
     help="Seconds before the run is killed.",
 )

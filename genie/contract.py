@@ -17,3 +17,8 @@ REPORT_KEYS = (
     "val_accuracy",
     "checkpoint_loads",
 )
+
+# Where the smoke test has no GPU it trains this many CPU processes with gloo; a CPU
+# project plans as many by default.
+CPU_PROCESSES = 2
+SMOKE_TIMEOUT = 300.0  # seconds before a smoke run is killed, every process of it

@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
 ENTRYPOINT = "train.py"
@@ -23,11 +24,17 @@ class Command:
 # torchrun flags are spelled with underscores: the only spelling torch 1.x knows.
 
 
+def standalone(nproc: int, torchrun: Sequence[str] = ("torchrun",)) -> list[str]:
+    """torchrun for ``nproc`` processes on one machine; --standalone runs a private
+    rendezvous on a free port. ``torchrun`` may be spelled ``python -m torch.distributed.run``."""
+    return [*torchrun, "--standalone", f"--nproc_per_node={nproc}"]
+
+
 def single_node_args(spec: Spec) -> list[str]:
-    """All processes on this machine; --standalone runs a private rendezvous on a free port."""
-    if spec.framework == "dp":
+    """All processes on this machine."""
+    if not FRAMEWORKS[spec.framework].torchrun:
         return ["python", ENTRYPOINT]  # DataParallel: one process drives every GPU
-    return ["torchrun", "--standalone", f"--nproc_per_node={spec.nproc_per_node}", ENTRYPOINT]
+    return [*standalone(spec.processes_per_node), ENTRYPOINT]
 
 
 def multi_node_args(spec: Spec, node_rank: int | str = NODE_RANK_VAR) -> list[str]:

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import compat, contract, smoke_process
+from genie import compat, contract, launch, smoke_process
 from genie.detect import Machine
 from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
+from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
-CPU_PROCESSES = 2
-DEFAULT_TIMEOUT = 300.0
+CPU_PROCESSES = contract.CPU_PROCESSES
+DEFAULT_TIMEOUT = contract.SMOKE_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def plan(
             "MLFLOW_TRACKING_URI": (checkpoint_dir / "mlruns").as_uri(),
         }
     )
-    if spec.framework == "dp":  # one process drives every device
+    if not FRAMEWORKS[spec.framework].torchrun:  # DataParallel: one process, every device
         devices = machine.gpus or 1
         return SmokePlan((python, *train), env, 1, "none", device, precision, tuple(notes), devices)
     if spec.world_size != nproc or spec.multi_node:
@@ -108,10 +109,8 @@ def plan(
                 nodes=spec.nodes, per=spec.nproc_per_node, n=nproc
             )
         )
-    argv = (
-        python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "--tee=3", *train,
-    )  # fmt: skip
+    torchrun = launch.standalone(nproc, (python, "-m", "torch.distributed.run"))
+    argv = (*torchrun, "--tee=3", *train)
     return SmokePlan(
         argv, env, nproc, backend, device, precision, tuple(notes), strategy=spec.strategy
     )

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from genie import compat
+from genie import compat, contract
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
 from genie.fields import Answers, Field
@@ -94,7 +94,7 @@ def _default_torch(answers: Answers, machine: Machine) -> str:
 
 
 def _default_nproc(answers: Answers, machine: Machine) -> int:
-    return int(answers.get("gpus_per_node") or 0) or 2
+    return int(answers.get("gpus_per_node") or 0) or contract.CPU_PROCESSES
 
 
 def _default_precision(answers: Answers, machine: Machine) -> str:

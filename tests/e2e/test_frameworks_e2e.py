@@ -79,6 +79,9 @@ def test_every_combination_logs_validates_checkpoints_and_passes_its_own_tests(t
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert TAGS[framework] <= scalar_tags(project / "tb")
+    # one writer, on global rank 0: no empty event file from the other rank
+    events = list((project / "tb").rglob("events.out.tfevents.*"))
+    assert len(events) == 1, events
     for name in CHECKPOINTS[framework]:
         assert list((project / "ck").glob(name)), sorted(p.name for p in (project / "ck").iterdir())
     # the generated project's own tests: 2-process training, checkpoints, resume
@@ -237,3 +240,16 @@ def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_
     for nproc in (2, 3):
         assert results[nproc]["val_accuracy"] == results[1]["val_accuracy"]
         assert abs(results[nproc]["val_loss"] - results[1]["val_loss"]) < 1e-6
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf", "dp"])
+def test_compile_trains_and_writes_checkpoints_that_load_in_every_framework(tmp_path, framework):
+    """torch.compile on CPU (inductor): training passes the smoke test and the
+    checkpoints load strictly into a plain model (no _orig_mod. keys)."""
+    result = run_genie(
+        "new", "c", "--yes", "--compile", "--framework", framework, "--tracker", "none",
+        cwd=tmp_path, **OFFLINE,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+    report = report_of(result.stdout)
+    assert report["checkpoint_loads"] is True and "PASS" in result.stdout

@@ -1,0 +1,253 @@
+"""The distributed details of the generated code, each run for real under torchrun:
+per-node data preparation, the collective timeout, per-rank seeds, agreed decisions,
+FSDP resume from rank 0 alone, and reproducible Hugging Face runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_smoke_e2e import CPU_ENV, generate, report_of
+
+pytestmark = pytest.mark.e2e
+ENV = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_nodes(dirs: list[Path], *args: str, script: str = "train.py", timeout: float = 300):
+    """One torchrun agent per directory (a simulated node each, 1 process, static
+    rendezvous on loopback); returns their CompletedProcesses."""
+    port = str(free_port())
+    procs = [
+        subprocess.Popen(
+            [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", f"--node_rank={rank}",
+             "--master_addr=127.0.0.1", f"--master_port={port}", script, *args],
+            cwd=d, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for rank, d in enumerate(dirs)
+    ]
+    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    return [(p.returncode, out) for p, out in zip(procs, outputs)]
+
+
+def run_script(project: Path, code: str, nproc: int = 2, timeout: float = 300):
+    """Run ``code`` as a script inside the project under torchrun --standalone."""
+    (project / "probe_script.py").write_text(code)
+    return subprocess.run(
+        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "probe_script.py"],
+        cwd=project, env=ENV, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+NEEDS_PREPARED = """
+
+def prepare(args):  # a download into this node's working directory
+    Path("prepared-here").write_text("data")
+
+
+_build = build_datasets
+
+
+def build_datasets(args):
+    if not Path("prepared-here").exists():
+        raise FileNotFoundError("Dataset not found: prepare() did not run on this node")
+    return _build(args)
+"""
+
+
+def test_data_is_prepared_once_per_node_without_a_shared_disk(tmp_path):
+    project = generate(tmp_path)
+    data = project / "data.py"
+    data.write_text("from pathlib import Path\n" + data.read_text() + NEEDS_PREPARED)
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    for node in nodes:
+        shutil.copytree(project, node)
+    results = two_nodes(nodes, "--smoke", "--epochs", "1", "--tracker", "none")
+    for code, out in results:
+        assert code == 0, out[-3000:]
+    assert all((node / "prepared-here").exists() for node in nodes)
+    assert report_of(results[0][1])["world_size"] == 2
+
+
+STUCK = """
+import os, time
+import torch.distributed as dist
+import dist_utils
+
+dist_utils.setup(timeout_minutes=0.05)  # 3 seconds
+if dist.get_rank() == 1:
+    time.sleep(60)  # a stuck rank: never joins the barrier
+started = time.monotonic()
+try:
+    dist.barrier()
+except Exception as err:
+    print(f"FAILED after {time.monotonic() - started:.1f}s: {err}", flush=True)
+    os._exit(3)
+"""
+
+
+def test_a_stuck_rank_fails_the_collective_after_dist_timeout(tmp_path):
+    project = generate(tmp_path)
+    started = time.monotonic()
+    result = run_script(project, STUCK, timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "FAILED after" in out, out[-3000:]
+    seconds = float(out.split("FAILED after ")[1].split("s:")[0])
+    assert seconds < 30  # the 3-second timeout, not gloo's default 30 minutes
+    assert time.monotonic() - started < 90
+    assert "--dist-timeout" in (project / "config.py").read_text()
+
+
+SEEDS = """
+import sys
+import torch
+import torch.distributed as dist
+import config, dist_utils, train
+
+sys.argv = ["train.py", "--smoke", "--tracker", "none"]
+args = config.parse_args()
+device = dist_utils.setup(args.dist_timeout)
+loader, _ = train.build_loaders(args, device)
+before = [p.detach().clone() for p in train.build_model(args, 10).parameters()]
+dist_utils.seed_all(args.seed)
+fresh = [p.detach().clone() for p in train.build_model(args, 10).parameters()]
+run = train.build_run(args, device, loader)  # seeds, builds, wraps in DDP
+mask = torch.nn.functional.dropout(torch.ones(64), p=0.5)  # after build_run's reseed
+masks = [torch.zeros(64) for _ in range(dist.get_world_size())]
+dist.all_gather(masks, mask)
+weights = [torch.zeros(1) for _ in range(dist.get_world_size())]
+dist.all_gather(weights, fresh[0].sum().reshape(1))
+if dist.get_rank() == 0:
+    print("MASKS_DIFFER", not torch.equal(masks[0], masks[1]))
+    print("INIT_EQUAL", torch.equal(weights[0], weights[1]))
+dist_utils.shutdown()
+"""
+
+
+def test_ranks_start_from_the_same_weights_but_draw_different_dropout(tmp_path):
+    project = generate(tmp_path)
+    result = run_script(project, SEEDS)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "MASKS_DIFFER True" in result.stdout and "INIT_EQUAL True" in result.stdout
+
+
+RESTARTED_ON_ONE_NODE = """
+import os, sys
+import torch.distributed as dist
+import train
+
+# torchrun counts restarts per node: after another node's failure one agent restarts
+# its workers with TORCHELASTIC_RESTART_COUNT=0, the other with 1.
+if os.environ["RANK"] == "1":
+    os.environ["TORCHELASTIC_RESTART_COUNT"] = "1"
+sys.argv = ["train.py", "--smoke", "--epochs", "2", "--checkpoint-dir", "ck",
+            "--tracker", "none", "--dist-timeout", "0.5"]
+train.main()
+"""
+
+
+def test_ranks_agree_to_resume_when_only_one_node_counts_a_restart(tmp_path):
+    project = generate(tmp_path)
+    first = subprocess.run(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
+         "--epochs", "1", "--checkpoint-dir", "ck", "--tracker", "none"],
+        cwd=project, env=ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    result = run_script(project, RESTARTED_ON_ONE_NODE)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "resumed from ck/last.pt at epoch 1" in out  # both ranks, or it would time out
+
+
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(tmp_path, framework):
+    """Lightning and the Trainer read the checkpoint on every rank: with per-node disks
+    only node 0 has it. The ranks agree on that and stop with one clear line."""
+    project = generate(tmp_path, "--framework", framework, "--tracker", "none")
+    first = subprocess.run(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
+         "--epochs", "1"],
+        cwd=project, env=ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    node1 = tmp_path / "node1"
+    shutil.copytree(project, node1, ignore=shutil.ignore_patterns("checkpoints"))
+    results = two_nodes([project, node1], "--smoke", "--epochs", "2", "--resume")
+    for code, out in results:
+        assert code != 0
+        assert "not on every node: put --checkpoint-dir on a filesystem all nodes share" in out
+
+
+RANK0_READS = """
+import sys
+import torch.distributed as dist
+import checkpoint, train
+
+real = checkpoint.load_state
+
+
+def load_state(path):
+    assert dist.get_rank() == 0, "only rank 0 may read the checkpoint file"
+    print(f"READ on rank {dist.get_rank()}", flush=True)
+    return real(path)
+
+
+checkpoint.load_state = load_state
+sys.argv = ["train.py", *sys.argv[1:]]
+train.main()
+"""
+
+
+def test_fsdp_resume_reads_the_checkpoint_on_rank_0_only_and_is_bit_exact(tmp_path):
+    project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none")
+    (project / "drive.py").write_text(RANK0_READS)
+
+    def torchrun(script: str, *args: str) -> dict:
+        result = subprocess.run(
+            [*TORCHRUN, "--standalone", "--nproc_per_node=2", script, "--smoke", *args],
+            cwd=project, env=ENV, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return {"out": result.stdout, **report_of(result.stdout)}
+
+    straight = torchrun("train.py", "--epochs", "2", "--checkpoint-dir", "a")
+    torchrun("train.py", "--epochs", "1", "--checkpoint-dir", "b")
+    resumed = torchrun("drive.py", "--epochs", "2", "--checkpoint-dir", "b", "--resume")
+    assert resumed["out"].count("READ on rank 0") == 1
+    assert resumed["steps"] == straight["steps"]
+    import torch
+
+    a = torch.load(project / "a" / "last.pt", weights_only=True)["model"]
+    b = torch.load(project / "b" / "last.pt", weights_only=True)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_hugging_face_runs_repeat_exactly_with_the_same_seed(tmp_path):
+    project = generate(tmp_path, "--framework", "hf", "--tracker", "none")
+
+    def run(directory: str) -> dict:
+        result = subprocess.run(
+            [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
+             "--checkpoint-dir", directory],
+            cwd=project, env=ENV, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return report_of(result.stdout)
+
+    first, second = run("one"), run("two")
+    for key in ("first_loss", "last_loss", "val_accuracy"):
+        assert first[key] == second[key], key
