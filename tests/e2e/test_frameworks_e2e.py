@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
     assert two.returncode == 0 and one.returncode == 0, two.stdout + two.stderr + one.stderr
     a = torch.load(project / "two" / "last.pt", weights_only=True)
     b = torch.load(project / "one" / "last.pt", weights_only=True)
-    assert a["step"] == b["step"] == 16
+    assert a["step"] == b["step"] == 14  # 2 epochs x 7 whole global batches of 8
     initial = None
     for name, tensor in a["model"].items():
         # fp32 sums in a different order: equal to float tolerance, not bit for bit
@@ -126,19 +127,21 @@ def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
 
 
 def test_accumulating_k_batches_of_b_equals_one_batch_of_kb_even_in_a_short_last_step(tmp_path):
-    """--grad-accum 4 x batch 8 steps like batch 32, including each epoch's last optimizer
-    step, which gets 2 micro-batches, not 4 (48 training samples: 6 batches of 8)."""
+    """--grad-accum 4 x batch 8 steps like --grad-accum 2 x batch 16: 32 samples, then
+    each epoch's short last step of 16 (48 training samples: 6 batches of 8, 3 of 16),
+    which must average 2 micro-batches of 8, not divide their sum by 4."""
     import torch
 
     project = generate(tmp_path, "--lr", "0.01")
     common = ("--smoke", "--val-fraction", "0.25", "--tracker", "none")
     accum = torchrun(project, 1, *common, "--batch-size", "8", "--grad-accum", "4",
                      "--checkpoint-dir", "accum")  # fmt: skip
-    whole = torchrun(project, 1, *common, "--batch-size", "32", "--checkpoint-dir", "whole")
+    whole = torchrun(project, 1, *common, "--batch-size", "16", "--grad-accum", "2",
+                     "--checkpoint-dir", "whole")  # fmt: skip
     assert accum.returncode == 0 and whole.returncode == 0, accum.stderr + whole.stderr
     a = torch.load(project / "accum" / "last.pt", weights_only=True)
     b = torch.load(project / "whole" / "last.pt", weights_only=True)
-    assert a["step"] == b["step"] == 4  # 2 epochs x (4 + 2 micro-batches)
+    assert a["step"] == b["step"] == 4  # 2 epochs x (4 + 2 micro-batches of 8)
     for name, tensor in a["model"].items():
         torch.testing.assert_close(tensor, b["model"][name], rtol=1e-5, atol=1e-6)
 
@@ -161,7 +164,7 @@ def test_cv_trains_on_a_real_image_folder(tmp_path):
 
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
     assert state["model"]["backbone.fc.weight"].shape[0] == 2  # classes from the folder
-    assert state["step"] == 2  # 16 images / 2 ranks / batch 4
+    assert state["step"] == 1  # 14 training images / 2 ranks = 7: one whole batch of 4
 
 
 def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
@@ -195,8 +198,8 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     ("framework", "checkpoint", "resumed"),
     [
         ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
-        ("hf", "checkpoint-16", "'epoch': '2.125'"),  # logs start in the third epoch
-        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 30"),
+        ("hf", "checkpoint-14", "'epoch': '2.142"),  # logs start in the third epoch
+        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 28"),
     ],
 )
 def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkpoint, resumed):
@@ -218,10 +221,10 @@ def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkp
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-3000:]
     assert resumed in out
-    assert "'epoch': '0.125'" not in out  # (hf) nothing of the first epoch was trained again
+    assert "'epoch': '0.142" not in out  # (hf) nothing of the first epoch was trained again
     report = report_of(second.stdout)
-    # one more epoch, not three (58 samples to train: 15 batches of 4, or 8 per rank)
-    assert report["steps"] == (45 if framework == "dp" else 24)
+    # one more epoch, not three (58 samples to train: 14 whole batches of 4, or 7 per rank)
+    assert report["steps"] == (42 if framework == "dp" else 21)
 
 
 def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_path):
@@ -235,7 +238,10 @@ def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_
     for nproc in (1, 2, 3):
         run = torchrun(project, nproc, "--eval-only", *common)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        results[nproc] = report_of(run.stdout)
+        [line] = [x for x in run.stdout.splitlines() if "validation: {" in x]
+        results[nproc] = {
+            f"val_{k}": v for k, v in json.loads(line.split("validation: ")[1]).items()
+        }
     assert [r["val_count"] for r in results.values()] == [13, 13, 13]
     for nproc in (2, 3):
         assert results[nproc]["val_accuracy"] == results[1]["val_accuracy"]

@@ -75,7 +75,7 @@ def test_a_project_planned_for_gpus_and_fp16_is_tested_on_what_this_machine_has(
 
 def test_smoke_fails_when_a_rank_raises(tmp_path):
     project = generate(tmp_path)
-    inject(project, "    seed_everything(args.seed)\n",
+    inject(project, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
            '    if dist.get_rank() == 1:\n        raise RuntimeError("injected failure")\n')  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 1
@@ -85,9 +85,9 @@ def test_smoke_fails_when_a_rank_raises(tmp_path):
 
 def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
     project = generate(tmp_path)
-    inject(project, "    return smoke_report(\n",
-           "    if rank == 1:\n        with torch.no_grad():\n"
-           "            next(model.parameters()).add_(1.0)\n")  # fmt: skip
+    inject(project, "        smoke_check.check_run(",
+           "        if dist.get_rank() == 1:\n            with torch.no_grad():\n"
+           "                next(run.model.parameters()).add_(1.0)\n")  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 1
     assert "parameters differ across ranks after training" in result.stderr
@@ -95,7 +95,7 @@ def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
 
 def test_a_hanging_rank_is_killed_with_the_whole_tree_at_the_timeout(tmp_path):
     project = generate(tmp_path)
-    inject(project, "    seed_everything(args.seed)\n",
+    inject(project, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
            "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
     started = time.monotonic()
     result = run_genie("smoke", str(project), "--timeout", "25", **CPU_ENV)
@@ -116,18 +116,19 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     import torch
 
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
-    # 8192 samples, 819 held out for validation: 7373 / 2 ranks / 64 -> 58 batches
-    assert (state["epoch"], state["step"]) == (0, 58)
-    assert set(state) == {"model", "optimizer", "scaler", "scheduler", "epoch", "step", "best"}
+    # 8192 samples, 819 held out: 7373 / 2 ranks = 3687 (padded) / 64 -> 57 whole batches
+    assert (state["epoch"], state["step"]) == (0, 57)
+    keys = {"model", "optimizer", "scaler", "scheduler", "rng", "epoch", "step", "best"}
+    assert set(state) == keys and len(state["rng"]) == 2  # every rank's RNG state
     assert state["optimizer"]["state"], "optimizer moments must be saved"
     second = subprocess.run(
         [*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True
     )
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "resumed from ck/last.pt at epoch 1, step 58" in second.stdout
+    assert "resumed from ck/last.pt at epoch 1, step 57" in second.stdout
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
-    assert (state["epoch"], state["step"]) == (1, 116)
-    assert state["scheduler"]["last_epoch"] == 116  # the LR schedule went on, not restarted
+    assert (state["epoch"], state["step"]) == (1, 114)
+    assert state["scheduler"]["last_epoch"] == 114  # the LR schedule went on, not restarted
     assert not list((project / "ck").glob("*.tmp"))
 
 
@@ -193,7 +194,7 @@ def test_resumed_training_ends_bit_for_bit_where_uninterrupted_training_ends(tmp
     assert run("--checkpoint-dir", "interrupted", "--resume") == 0
     a = torch.load(project / "straight" / "last.pt", weights_only=True)
     b = torch.load(project / "interrupted" / "last.pt", weights_only=True)
-    assert a["step"] == b["step"] == 24
+    assert a["step"] == b["step"] == 21  # 3 epochs x 7 whole batches per rank
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
 
