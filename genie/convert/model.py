@@ -1,0 +1,186 @@
+"""The trained model is wrapped in DistributedDataParallel right after it is moved to its
+device, ``nn.DataParallel`` becomes DDP, and later saves and loads of its weights go to the
+unwrapped module (``model.module``) so checkpoints keep the keys of a plain model.
+
+The trained model is found through its optimizer: ``torch.optim.X(model.parameters())``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from genie.convert.base import (
+    DEVICE,
+    LOCAL_RANK,
+    Context,
+    Rewrite,
+    calls,
+    code,
+    dotted,
+    expr,
+    method_calls,
+    stmt,
+    walk,
+)
+from genie.convert.refuse import OPTIMIZERS
+from genie.i18n import _
+
+DATA_PARALLEL = ("DataParallel",)
+WRAP = "{m} = DDP({inner}, device_ids=[{r}] if {d}.type == 'cuda' else None)"
+REDIRECTED = ("state_dict", "load_state_dict")
+
+
+@dataclass
+class Models:
+    keys: set[str] = field(default_factory=set)  # "model", "self.net"
+    wrap_at: dict[int, str] = field(default_factory=dict)  # statement id -> model key
+    moved: set[int] = field(default_factory=set)  # statements that move the model already
+    scope_of: dict[str, int] = field(default_factory=dict)  # key -> id of its wrap's function
+    data_parallel: bool = False
+    module_id: int = 0
+
+
+def _assigned(statement: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
+    [small, *rest] = statement.body
+    if rest or not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    return code(small.targets[0].target), small.value
+
+
+def _moves(statement: cst.SimpleStatementLine, key: str) -> bool:
+    """``key = ....to(...)`` or ``key.to(...)``."""
+    assigned = _assigned(statement)
+    if assigned is not None and assigned[0] == key:
+        return bool(method_calls(assigned[1], "to"))
+    [small, *_rest] = statement.body
+    return isinstance(small, cst.Expr) and code(small.value).startswith(f"{key}.to(")
+
+
+def find(module: cst.Module) -> Models:
+    """Which names hold trained models, and after which statement each gets wrapped."""
+    found = Models()
+    for call in calls(module, *OPTIMIZERS):
+        if call.args:
+            for params in method_calls(call.args[0], "parameters"):
+                assert isinstance(params.func, cst.Attribute)
+                found.keys.add(code(params.func.value))
+    found.data_parallel = bool(calls(module, *DATA_PARALLEL))
+    _find_wrap_points(module, found)
+    return found
+
+
+def _find_wrap_points(module: cst.Module, found: Models) -> None:
+    """Wrap after the last statement that moves the model or wraps it in DataParallel (in the
+    scope of the first one); failing both, after the statement that builds it."""
+    scopes: list[tuple[int, cst.SimpleStatementLine]] = []  # (function id, statement)
+    _statements(module, id(module), scopes)
+    found.module_id = id(module)
+    for key in sorted(found.keys):
+        moving = [(f, s) for f, s in scopes if _moves(s, key)]
+        dp = [(f, s) for f, s in scopes if _assigns(s, key) and calls(s, *DATA_PARALLEL)]
+        built = [(f, s) for f, s in scopes if _assigns(s, key)]
+        candidates = [c for c in scopes if c in moving or c in dp]
+        if candidates:
+            chosen = [c for c in candidates if c[0] == candidates[0][0]][-1]
+        elif built:
+            chosen = built[0]
+        else:
+            continue
+        found.wrap_at[id(chosen[1])] = key
+        found.scope_of[key] = chosen[0]
+        if moving and scopes.index(moving[0]) <= scopes.index(chosen):
+            found.moved.add(id(chosen[1]))
+
+
+def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
+    assigned = _assigned(statement)
+    return assigned is not None and assigned[0] == key and isinstance(assigned[1], cst.Call)
+
+
+def _statements(
+    node: cst.CSTNode, function: int, out: list[tuple[int, cst.SimpleStatementLine]]
+) -> None:
+    for child in node.children:
+        if isinstance(child, cst.SimpleStatementLine):
+            out.append((function, child))
+        inner = id(child) if isinstance(child, cst.FunctionDef) else function
+        _statements(child, inner, out)
+
+
+class ModelRewrite(Rewrite):
+    def __init__(self, ctx: Context, models: Models) -> None:
+        super().__init__(ctx)
+        self.models = models
+        self.functions: list[int] = []
+        self.wrapped: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(id(node))
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.functions.pop()
+        return updated
+
+    def _after_wrap(self, key: str) -> bool:
+        """Whether ``key`` names the wrapped model where the rewrite is now."""
+        if key not in self.models.scope_of:
+            return False
+        here = self.functions[-1] if self.functions else self.models.module_id
+        return key in self.wrapped or self.models.scope_of[key] != here
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = dotted(original.func)
+        if name.split(".")[-1] in DATA_PARALLEL and updated.args:
+            self.ctx.change(original, _("nn.DataParallel -> DistributedDataParallel"))
+            return updated.args[0].value
+        if name in ("torch.save", "save") and updated.args:
+            first = code(updated.args[0].value)
+            if first in self.models.keys and self._after_wrap(first):
+                self.ctx.change(original, _("torch.save({m}) saves {m}.module").format(m=first))
+                value = expr(f"{first}.module")
+                return updated.with_changes(args=[cst.Arg(value), *updated.args[1:]])
+        if isinstance(updated.func, cst.Attribute) and updated.func.attr.value in REDIRECTED:
+            owner = code(updated.func.value)
+            if owner in self.models.keys and self._after_wrap(owner):
+                method = updated.func.attr.value
+                self.ctx.change(original, _("{m}.{f} -> {m}.module.{f}").format(m=owner, f=method))
+                return updated.with_changes(func=expr(f"{owner}.module.{method}"))
+        return updated
+
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
+        if original.attr.value == "module" and not self.models.data_parallel:
+            if code(original.value) in self.models.keys:
+                self.mark_todo(
+                    original,
+                    _("{c} predates DDP: under DDP, .module is the unwrapped model").format(
+                        c=code(original)
+                    ),
+                )
+        return updated
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        key = self.models.wrap_at.get(id(original))
+        if key is None:
+            return updated
+        self.wrapped.add(key)
+        self.ctx.uses.add("DDP")
+        moved = id(original) in self.models.moved
+        inner = key if moved else f"{key}.to({DEVICE})"
+        wrap = stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
+        self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
+        if code(updated.body[0]).replace(" ", "") == f"{key}={key}":
+            return wrap.with_changes(leading_lines=updated.leading_lines)
+        self.insert_after(wrap)
+        return updated
+
+
+def uses_model_module(module: cst.Module) -> bool:
+    return any(isinstance(n, cst.Attribute) and n.attr.value == "module" for n in walk(module))

@@ -1,0 +1,122 @@
+"""Join the process group torchrun started, and leave it at the end.
+
+After the script's imports: the imports DDP needs, this process's ``LOCAL_RANK``, ``RANK`` and
+``DEVICE``, and ``setup_distributed()``. The ``if __name__ == "__main__":`` block (or, in a
+script without one, every top-level statement from the first that does work) runs between
+``setup_distributed()`` and ``dist.destroy_process_group()`` in a ``finally``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from genie.convert.base import Context, code, dotted, stmt
+from genie.i18n import _
+
+BLOCK = '''
+# torchrun starts one process per device and gives each its LOCAL_RANK (on this machine)
+# and RANK (among all processes); each process trains on its own device.
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+RANK = int(os.environ.get("RANK", "0"))
+DEVICE = torch.device(f"cuda:{LOCAL_RANK}" if torch.cuda.is_available() else "cpu")
+
+
+def setup_distributed() -> None:
+    """Join the other processes: NCCL between GPUs, gloo between CPU processes."""
+    if DEVICE.type == "cuda":
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+'''
+
+IMPORTS = {  # name the script must have -> the import that binds it
+    "os": "import os",
+    "torch": "import torch",
+    "dist": "import torch.distributed as dist",
+    "DDP": "from torch.nn.parallel import DistributedDataParallel as DDP",
+    "DistributedSampler": "from torch.utils.data.distributed import DistributedSampler",
+}
+
+
+def _bound_names(module: cst.Module) -> set[str]:
+    """Top-level names the script's imports bind."""
+    names = set()
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    names.add(dotted(bound).split(".")[0])
+    return names
+
+
+def _is_header(statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    small = statement.body[0]
+    docstring = isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
+    return docstring or isinstance(small, (cst.Import, cst.ImportFrom))
+
+
+def _main_guard(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.If) and code(statement.test).replace("'", '"') in (
+        '__name__ == "__main__"',
+        '"__main__" == __name__',
+    )
+
+
+def _setup_and_teardown(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    first = body[0]
+    inner = [first.with_changes(leading_lines=[]), *body[1:]]
+    wrapped = cst.Try(
+        body=cst.IndentedBlock(body=inner),
+        finalbody=cst.Finally(
+            body=cst.IndentedBlock(body=[stmt("dist.destroy_process_group()\n")])
+        ),
+    )
+    setup = stmt("setup_distributed()\n").with_changes(leading_lines=first.leading_lines)
+    return [setup, wrapped]
+
+
+def apply(module: cst.Module, ctx: Context) -> cst.Module:
+    header = 0
+    while header < len(module.body) and _is_header(module.body[header]):
+        header += 1
+    bound = _bound_names(module)
+    wanted = ["os", "torch", "dist", *sorted(n for n in ("DDP", "DistributedSampler") if n in ctx.uses)]
+    imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
+    block = list(cst.parse_module("pass\n" + BLOCK).body[1:])  # keeps the comment above
+    block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
+    ctx.notes.append(_("process group joined from torchrun's environment, left in a finally"))
+    rest = list(module.body[header:])
+    guard = next((i for i, s in enumerate(rest) if _main_guard(s)), None)
+    if guard is not None:
+        main = rest[guard]
+        assert isinstance(main, cst.If) and isinstance(main.body, cst.IndentedBlock)
+        ctx.change(main, _("the main block joins the process group and leaves it in a finally"))
+        new_body = main.body.with_changes(body=_setup_and_teardown(main.body.body))
+        rest[guard] = main.with_changes(body=new_body)
+    else:
+        work = next(
+            (i for i, s in enumerate(rest) if not isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+            len(rest),
+        )
+        if work < len(rest):
+            ctx.change(rest[work], _("the script joins the process group and leaves it in a finally"))
+            rest[work:] = _setup_and_teardown(rest[work:])
+    body = [*module.body[:header], *imports, *block, *rest]
+    if rest:
+        body[len(body) - len(rest)] = _blank_before(body[len(body) - len(rest)])
+    return module.with_changes(body=body)
+
+
+def _blank_before(statement: cst.BaseStatement) -> cst.BaseStatement:
+    lines = list(statement.leading_lines)
+    if not lines or lines[0].comment is not None:
+        lines.insert(0, cst.EmptyLine())
+    return statement.with_changes(leading_lines=lines)
