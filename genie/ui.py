@@ -80,11 +80,11 @@ def stream(line: str) -> None:
     console().print("  │ " + line, markup=False, style="dim", soft_wrap=True)
 
 
-def verdict(result: SmokeResult) -> None:
+def verdict(result: SmokeResult, title: str | None = None) -> None:
     from rich.table import Table
 
     p, r = result.plan, result.report or {}
-    table = Table(title=_("Smoke test"), show_header=False)
+    table = Table(title=title or _("Smoke test"), show_header=False)
     table.add_row(_("tested"), f"{p.nproc} processes, {p.backend}, {p.device}, {p.precision}")
     if r:
         table.add_row(_("steps"), str(r.get("steps")))
