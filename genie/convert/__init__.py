@@ -50,6 +50,9 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     refuse.check(tree, script)
     ctx = base.Context(positions=wrapper.resolve(PositionProvider))
     ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
+    ctx.facts["functions"] = {
+        n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
+    }
     tree = tree.visit(device.DeviceRewrite(ctx))
     tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
     found = loaders.find(tree)

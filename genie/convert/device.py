@@ -77,7 +77,8 @@ class DeviceRewrite(Rewrite):
         """``device = "cuda"``: a name holding a GPU literal holds DEVICE instead."""
         targets = [dotted(t.target).lower() for t in updated.targets]
         value = updated.value
-        if any("device" in t for t in targets) and isinstance(value, (cst.SimpleString, cst.Integer)):
+        literal = isinstance(value, (cst.SimpleString, cst.Integer))
+        if literal and any("device" in t or "gpu" in t for t in targets):
             if names_gpu(value):
                 self.ctx.change(original, _("{v} -> DEVICE").format(v=code(value)))
                 return updated.with_changes(value=expr(DEVICE))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from genie.convert.base import Context, Rewrite, calls, code, kwarg, stmt, walk
+from genie.convert.base import Context, Rewrite, calls, code, dotted, kwarg, stmt, walk
 from genie.i18n import _
 
 _EVAL = re.compile(r"val|test|eval|dev|holdout", re.IGNORECASE)
@@ -28,19 +28,39 @@ class Loaders:
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
     unsharded: set[int] = field(default_factory=set)  # training loops over other data
+    no_epoch: set[int] = field(default_factory=set)  # training loaders with no epoch loop
     batch: str | None = None  # the training loader's batch_size, as written
 
 
-def _assignments(node: cst.CSTNode, loops: int = 0) -> list[tuple[str, cst.Call, int]]:
-    """(name, DataLoader call, how many loops enclose it) for every ``name = DataLoader(...)``."""
+def _loader_calls(node: cst.CSTNode, loops: int = 0) -> list[tuple[str, cst.Call, int]]:
+    """(name, DataLoader call, enclosing loops) for ``name = DataLoader(...)``, and for
+    ``return DataLoader(...)`` with the function's name."""
     found = []
     for child in node.children:
+        value, name = None, ""
         if isinstance(child, cst.Assign) and len(child.targets) == 1:
+            value, name = child.value, code(child.targets[0].target)
+        elif isinstance(child, cst.Return):
             value = child.value
-            if isinstance(value, cst.Call) and calls(value, "DataLoader") == [value]:
-                found.append((code(child.targets[0].target), value, loops))
-        found += _assignments(child, loops + isinstance(child, _LOOPS))
+        if isinstance(value, cst.Call) and calls(value, "DataLoader") == [value]:
+            found.append((name, value, loops))
+        if isinstance(child, cst.FunctionDef):
+            found += [(n or child.name.value, c, 0) for n, c, _l in _loader_calls(child)]
+        else:
+            found += _loader_calls(child, loops + isinstance(child, _LOOPS))
     return found
+
+
+def _aliases(module: cst.Module, name: str) -> set[str]:
+    """``name`` and what is assigned from it: ``x = name``, ``x = name(...)``, ``self.x = x``."""
+    names = {name}
+    assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for _round in range(3):
+        for node in assigns:
+            value = node.value.func if isinstance(node.value, cst.Call) else node.value
+            if isinstance(value, (cst.Name, cst.Attribute)) and code(value) in names:
+                names.add(code(node.targets[0].target))
+    return names
 
 
 def _shuffles(call: cst.Call) -> bool:
@@ -48,14 +68,19 @@ def _shuffles(call: cst.Call) -> bool:
     return arg is not None and code(arg.value) not in ("False", "None", "0")
 
 
+def _is_training(name: str, call: cst.Call, every: list[tuple[str, cst.Call, int]]) -> bool:
+    if _shuffles(call) or "train" in name.lower():
+        return True
+    if _EVAL.search(name):
+        return False
+    return not any(_shuffles(c) or "train" in n.lower() for n, c, _l in every)
+
+
 def find(module: cst.Module) -> Loaders:
     found = Loaders()
-    assigned = _assignments(module)
-    for name, call, loops in assigned:
-        training = _shuffles(call) or "train" in name.lower()
-        if not training and not _EVAL.search(name):
-            training = not any(_shuffles(c) or "train" in n.lower() for n, c, _l in assigned)
-        if not training:
+    every = _loader_calls(module)
+    for name, call, loops in every:
+        if not _is_training(name, call, every):
             found.evaluation.append(name)
         elif loops:
             found.todo[id(call)] = _("{n} is built inside a loop: build it once, with a "
@@ -67,7 +92,9 @@ def find(module: cst.Module) -> Loaders:
             found.train[id(call)] = name
             size = kwarg(call, "batch_size")
             found.batch = found.batch or (code(size.value) if size else "1")
-    _find_epoch_loops(module, found)
+            if not _find_epoch_loops(module, found, _aliases(module, name)):
+                found.no_epoch.add(id(call))
+    _find_unsharded(module, found, {n for n, _c, _l in every})
     return found
 
 
@@ -78,32 +105,58 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
 
 
 def _epoch_name(node: cst.For) -> str | None:
+    """The loop variable of an epoch loop: ``for epoch in ...`` or ``for t in range(...)``."""
     names = [n.value for n in walk(node.target) if isinstance(n, cst.Name)]
-    return next((n for n in names if "epoch" in n.lower()), None)
+    named = next((n for n in names if "epoch" in n.lower()), None)
+    if named is None and isinstance(node.target, cst.Name) and calls(node.iter, "range"):
+        return node.target.value
+    return named
 
 
-def _find_epoch_loops(module: cst.Module, found: Loaders) -> None:
+def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bool:
+    """Where ``set_epoch`` goes for a loader known by ``names``; False when nowhere."""
     loops = [n for n in walk(module) if isinstance(n, cst.For)]
-    names = sorted(set(found.train.values()))
-    for name in names:
-        epoch_loops = [f for f in loops if _epoch_name(f) and _mentions(f.body, name)]
-        for loop in epoch_loops:
-            found.epoch_loops.setdefault(id(loop), []).append(name)
-        if epoch_loops:
-            continue
-        for function in (n for n in walk(module) if isinstance(n, cst.FunctionDef)):
-            params = [p.name.value for p in function.params.params]
-            epoch = next((p for p in params if "epoch" in p.lower()), None)
-            inner = [f for f in walk(function) if isinstance(f, cst.For)]
-            for loop in inner:
-                if epoch and _mentions(loop.iter, name):
-                    found.before_loop[id(loop)] = (name, epoch)
-    every = set(names) | set(found.evaluation)
-    for loop in loops:
+    placed = False
+    for name in sorted(names):
+        for loop in loops:
+            if _epoch_name(loop) and _mentions(loop.body, name) and not _mentions(loop.iter, name):
+                found.epoch_loops.setdefault(id(loop), []).append(name)
+                placed = True
+    if placed:
+        return True
+    for function in (n for n in walk(module) if isinstance(n, cst.FunctionDef)):
+        params = [p.name.value for p in function.params.params]
+        epoch = next((p for p in params if "epoch" in p.lower()), None)
+        for loop in (f for f in walk(function) if isinstance(f, cst.For)):
+            name = next((n for n in sorted(names) if _mentions(loop.iter, n)), None)
+            if epoch and name:
+                found.before_loop[id(loop)] = (name, epoch)
+                placed = True
+    return placed
+
+
+def _lists(module: cst.Module) -> set[str]:
+    """Names bound to a list built in the script: ``batches = [... for ...]``."""
+    found = set()
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            value = node.value
+            built = isinstance(value, (cst.List, cst.ListComp)) or (
+                isinstance(value, cst.Call) and dotted(value.func) in ("list", "torch.split")
+            )
+            if built:
+                found.add(code(node.targets[0].target))
+    return found
+
+
+def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> None:
+    """Innermost loops that call backward() on batches from a plain list."""
+    lists = _lists(module)
+    for loop in (n for n in walk(module) if isinstance(n, cst.For)):
         nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
-        if nested or not any(True for _c in _method(loop.body, "backward")):
+        if nested or not _method(loop.body, "backward"):
             continue
-        if not calls(loop.iter, "range") and not any(_mentions(loop.iter, n) for n in every):
+        if any(_mentions(loop.iter, name) for name in lists - loaders):
             found.unsharded.add(id(loop))
 
 
@@ -149,6 +202,12 @@ class LoaderRewrite(Rewrite):
             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
         )
         args = [a for a in updated.args if a is not shuffle]
+        if id(original) in self.loaders.no_epoch and shuffle is not None:
+            self.mark_todo(
+                original,
+                _("no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
+                  "each epoch, or every epoch repeats the same order").format(n=name),
+            )  # fmt: skip
         self.ctx.uses.add("DistributedSampler")
         self.ctx.change(
             original,
@@ -168,8 +227,8 @@ class LoaderRewrite(Rewrite):
         if id(original) in self.loaders.unsharded:
             self.mark_todo(
                 original,
-                _("this data is not from a DataLoader: every process trains on all of it "
-                  "(correct, not faster); shard it, same number of batches per rank"),
+                _("plain-list batches: every rank trains on all of them (not faster); "
+                  "give each rank its share"),
             )  # fmt: skip
         if id(original) in self.loaders.before_loop:
             name, epoch = self.loaders.before_loop[id(original)]

@@ -67,8 +67,21 @@ def find(module: cst.Module) -> Models:
                 assert isinstance(params.func, cst.Attribute)
                 found.keys.add(code(params.func.value))
     found.data_parallel = bool(calls(module, *DATA_PARALLEL))
+    _follow_moves(module, found)
     _find_wrap_points(module, found)
     return found
+
+
+def _follow_moves(module: cst.Module, found: Models) -> None:
+    """``self.model = model.to(device)``: the model trained is the moved one, self.model."""
+    for node in walk(module):
+        if isinstance(node, cst.SimpleStatementLine) and (assigned := _assigned(node)):
+            target, value = assigned
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                source = code(value.func.value)
+                if value.func.attr.value == "to" and source in found.keys and target != source:
+                    found.keys.discard(source)
+                    found.keys.add(target)
 
 
 def _find_wrap_points(module: cst.Module, found: Models) -> None:
@@ -169,6 +182,8 @@ class ModelRewrite(Rewrite):
     ) -> cst.BaseStatement:
         key = self.models.wrap_at.get(id(original))
         if key is None:
+            if self._is_noop(updated):  # was ``model = nn.DataParallel(model)``
+                return cst.RemoveFromParent()
             return updated
         self.wrapped.add(key)
         self.ctx.uses.add("DDP")
@@ -176,9 +191,24 @@ class ModelRewrite(Rewrite):
         inner = key if moved else f"{key}.to({DEVICE})"
         wrap = stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
         self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
-        if code(updated.body[0]).replace(" ", "") == f"{key}={key}":
+        if self._is_noop(updated):
             return wrap.with_changes(leading_lines=updated.leading_lines)
         self.insert_after(wrap)
+        return updated
+
+    def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
+        assigned = _assigned(statement)
+        return assigned is not None and assigned[0] in self.models.keys and (
+            code(assigned[1]) == assigned[0]
+        )
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement:
+        """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
+        if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:
+            if updated.orelse is None:
+                self.ctx.change(original, _("the DataParallel branch removed"))
+                return cst.RemoveFromParent()  # type: ignore[return-value]
+            return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
         return updated
 
 

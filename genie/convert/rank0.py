@@ -85,8 +85,22 @@ class Rank0Rewrite(Rewrite):
         if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
             return None
         if _is_print(small.value):
-            return "print"
+            return "print" if not self._runs_script_code(small.value) else None
         return "write" if _is_write(small.value) else None
+
+    def _runs_script_code(self, call: cst.Call) -> bool:
+        """A print that calls the script's own functions (``print(evaluate(model))``) stays
+        on every rank: what it calls may need every rank (DDP's forward, collectives)."""
+        defined = self.ctx.facts.get("functions", set())
+        inner = [c for c in calls(call, *defined) if c is not call] if defined else []
+        if inner:
+            self.ctx.change(
+                call,
+                _("kept on every rank: it calls {f}(), which every rank must run").format(
+                    f=dotted(inner[0].func)
+                ),
+            )
+        return bool(inner)
 
     def _record(self, node: cst.CSTNode, kind: str) -> None:
         if kind == "print":

@@ -70,17 +70,23 @@ def _main_guard(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _setup_and_teardown(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def _try_finally(body: Sequence[cst.BaseStatement]) -> cst.Try:
+    """``try: body finally: dist.destroy_process_group()``; body's comments stay above it."""
     first = body[0]
     inner = [first.with_changes(leading_lines=[]), *body[1:]]
-    wrapped = cst.Try(
+    return cst.Try(
         body=cst.IndentedBlock(body=inner),
         finalbody=cst.Finally(
             body=cst.IndentedBlock(body=[stmt("dist.destroy_process_group()\n")])
         ),
+        leading_lines=first.leading_lines,
     )
-    setup = stmt("setup_distributed()\n").with_changes(leading_lines=first.leading_lines)
-    return [setup, wrapped]
+
+
+def _setup_and_teardown(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    wrapped = _try_finally(body)
+    setup = stmt("setup_distributed()\n").with_changes(leading_lines=wrapped.leading_lines)
+    return [setup, wrapped.with_changes(leading_lines=[])]
 
 
 def apply(module: cst.Module, ctx: Context) -> cst.Module:
@@ -102,17 +108,36 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         new_body = main.body.with_changes(body=_setup_and_teardown(main.body.body))
         rest[guard] = main.with_changes(body=new_body)
     else:
-        work = next(
-            (i for i, s in enumerate(rest) if not isinstance(s, (cst.FunctionDef, cst.ClassDef))),
-            len(rest),
-        )
-        if work < len(rest):
-            ctx.change(rest[work], _("the script joins the process group and leaves it in a finally"))
-            rest[work:] = _setup_and_teardown(rest[work:])
+        _wrap_top_level(rest, ctx)
     body = [*module.body[:header], *imports, *block, *rest]
     if rest:
         body[len(body) - len(rest)] = _blank_before(body[len(body) - len(rest)])
     return module.with_changes(body=body)
+
+
+def _is_loop(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, (cst.For, cst.While, cst.With))
+
+
+def _wrap_top_level(rest: list[cst.BaseStatement], ctx: Context) -> None:
+    """No main block: join before the first statement that does work; from the first loop
+    after the last function or class on, the script runs in a try whose finally leaves."""
+    defines = (cst.FunctionDef, cst.ClassDef)
+    work = next((i for i, s in enumerate(rest) if not isinstance(s, defines)), None)
+    if work is None:
+        return
+    last_def = max((i for i, s in enumerate(rest) if isinstance(s, defines)), default=-1)
+    compound = (i for i, s in enumerate(rest) if i > last_def and i >= work and _is_loop(s))
+    tail = next(compound, len(rest))
+    if tail >= len(rest):  # nothing runs after the last definition: leave at the very end
+        rest.append(stmt("dist.destroy_process_group()\n"))
+    else:
+        rest[tail:] = [_try_finally(rest[tail:])]
+    first = rest[work]
+    setup = stmt("setup_distributed()\n").with_changes(leading_lines=first.leading_lines)
+    rest[work] = first.with_changes(leading_lines=[cst.EmptyLine()] if work != tail else [])
+    rest.insert(work, setup)
+    ctx.change(first, _("the script joins the process group, and leaves it at the end"))
 
 
 def _blank_before(statement: cst.BaseStatement) -> cst.BaseStatement:

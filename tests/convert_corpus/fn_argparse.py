@@ -12,7 +12,9 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--shuffle", action=argparse.BooleanOptionalAction, default=True
+    )
     parser.add_argument("--out", default="model.pt")
     return parser.parse_args()
 
