@@ -45,7 +45,7 @@ def _loader_calls(node: cst.CSTNode, loops: int = 0) -> list[tuple[str, cst.Call
         if isinstance(value, cst.Call) and calls(value, "DataLoader") == [value]:
             found.append((name, value, loops))
         if isinstance(child, cst.FunctionDef):
-            found += [(n or child.name.value, c, 0) for n, c, _l in _loader_calls(child)]
+            found += [(n or child.name.value, c, d) for n, c, d in _loader_calls(child)]
         else:
             found += _loader_calls(child, loops + isinstance(child, _LOOPS))
     return found
@@ -120,7 +120,9 @@ def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bo
     for name in sorted(names):
         for loop in loops:
             if _epoch_name(loop) and _mentions(loop.body, name) and not _mentions(loop.iter, name):
-                found.epoch_loops.setdefault(id(loop), []).append(name)
+                names_here = found.epoch_loops.setdefault(id(loop), [])
+                if name not in names_here:
+                    names_here.append(name)
                 placed = True
     if placed:
         return True

@@ -113,13 +113,24 @@ def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
 
 
 def _statements(
-    node: cst.CSTNode, function: int, out: list[tuple[int, cst.SimpleStatementLine]]
+    node: cst.CSTNode,
+    function: int,
+    out: list[tuple[int, cst.SimpleStatementLine]],
+    branch: bool = False,
 ) -> None:
+    """Every simple statement with its function; those in a branch (``if``, loop, ``try``)
+    are left out, since a wrap there may never run."""
     for child in node.children:
-        if isinstance(child, cst.SimpleStatementLine):
+        if isinstance(child, cst.SimpleStatementLine) and not branch:
             out.append((function, child))
-        inner = id(child) if isinstance(child, cst.FunctionDef) else function
-        _statements(child, inner, out)
+        if isinstance(child, cst.FunctionDef):
+            _statements(child, id(child), out)
+        else:
+            inside = branch or isinstance(child, _BRANCHES)
+            _statements(child, function, out, inside)
+
+
+_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.With)
 
 
 class ModelRewrite(Rewrite):
