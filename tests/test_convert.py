@@ -85,8 +85,14 @@ def test_every_spelling_of_the_gpu_becomes_this_process_device(before, after):
         ("x = torch.zeros(2, device=0)", "x = torch.zeros(2, device=DEVICE)"),
         ('x = torch.zeros(2, device="cuda")', "x = torch.zeros(2, device=DEVICE)"),
         ('x = torch.load("a.pt")', 'x = torch.load("a.pt", map_location=DEVICE)'),
-        ('x = torch.load("a.pt", map_location="cuda:0")', 'x = torch.load("a.pt", map_location=DEVICE)'),
-        ('x = torch.load("a.pt", map_location="cpu")', 'x = torch.load("a.pt", map_location="cpu")'),
+        (
+            'x = torch.load("a.pt", map_location="cuda:0")',
+            'x = torch.load("a.pt", map_location=DEVICE)',
+        ),
+        (
+            'x = torch.load("a.pt", map_location="cpu")',
+            'x = torch.load("a.pt", map_location="cpu")',
+        ),
     ],
 )
 def test_moves_and_loads_go_to_this_process_device(before, after):
@@ -111,18 +117,18 @@ def test_the_model_is_wrapped_right_after_it_is_moved():
 
 
 def test_a_model_never_moved_is_moved_inside_the_wrap():
-    out = convert("import torch\nm = torch.nn.Linear(2, 2)\nopt = torch.optim.Adam(m.parameters())\n")
+    out = convert(
+        "import torch\nm = torch.nn.Linear(2, 2)\nopt = torch.optim.Adam(m.parameters())\n"
+    )
     assert "m = DDP(m.to(DEVICE)," in out.code
 
 
 def test_state_dict_saves_and_loads_after_the_wrap_use_the_unwrapped_module():
-    out = body(
-        """\
+    out = body("""\
         torch.save(model.state_dict(), "m.pt")
         model.load_state_dict(torch.load("m.pt"))
         torch.save(model, "whole.pt")
-        """
-    )
+        """)
     assert "torch.save(model.module.state_dict(), " in out
     assert "model.module.load_state_dict(" in out
     assert 'torch.save(model.module, "whole.pt")' in out
@@ -221,17 +227,17 @@ for batch in batches:
 
 
 def test_progress_and_files_come_from_rank_0_with_a_barrier_before_reading():
-    out = body(
-        """\
+    out = body("""\
         logging.info("done")
         with open("log.txt", "w") as f:
             f.write("x")
         torch.save(model.state_dict(), "m.pt")
         state = torch.load("m.pt")
-        """
-    )
+        """)
     assert "        if RANK == 0:\n            print(epoch)\n" in out
-    assert '    if RANK == 0:\n        logging.info("done")\n        with open("log.txt", "w")' in out
+    assert (
+        '    if RANK == 0:\n        logging.info("done")\n        with open("log.txt", "w")' in out
+    )
     assert 'torch.save(model.module.state_dict(), "m.pt")\n    dist.barrier()\n' in out
 
 
@@ -326,7 +332,9 @@ def test_corpus_conversion_matches_its_golden_output_and_report(corpus, name):
         for path, content in expected.items():
             path.write_text(content)
     for path, content in expected.items():
-        assert path.read_text() == content, f"{path.name} differs; see git diff after GENIE_UPDATE_GOLDEN=1"
+        assert (
+            path.read_text() == content
+        ), f"{path.name} differs; see git diff after GENIE_UPDATE_GOLDEN=1"
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -377,7 +385,9 @@ def test_the_original_is_never_changed_nor_an_existing_file_replaced_without_for
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
     forced = run_genie("convert", "train.py", "--no-check", "--force", cwd=script.parent)
     assert forced.returncode == 0, forced.stderr
-    onto = run_genie("convert", "train.py", "-o", "train.py", "--force", "--no-check", cwd=script.parent)
+    onto = run_genie(
+        "convert", "train.py", "-o", "train.py", "--force", "--no-check", cwd=script.parent
+    )
     assert onto.returncode == 2 and "never overwrites it" in onto.stderr
     twice = run_genie("convert", "train_ddp.py", "--no-check", cwd=script.parent)
     assert twice.returncode == 2 and "already distributed" in twice.stderr
@@ -391,6 +401,8 @@ def test_several_nodes_get_a_multi_node_launcher(script):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     text = (script.parent / "launch" / "train_ddp_multi_node.sh").read_text()
-    assert "--nnodes=2 --nproc_per_node=4 --node_rank=\"$NODE_RANK\" --master_addr=10.0.0.1" in text
-    missing = run_genie("convert", "train.py", "-o", "b.py", "--no-check", "--nodes", "2", cwd=script.parent)
+    assert '--nnodes=2 --nproc_per_node=4 --node_rank="$NODE_RANK" --master_addr=10.0.0.1' in text
+    missing = run_genie(
+        "convert", "train.py", "-o", "b.py", "--no-check", "--nodes", "2", cwd=script.parent
+    )
     assert missing.returncode == 2 and "needs --master-addr" in missing.stderr

@@ -64,9 +64,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
         ctx.todo(tree, _("no model moved to a device was found to wrap in DDP"))
     text = black.format_str(tree.code, mode=black.Mode())
     changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
-    return Conversion(
-        source, text, changes, tuple(ctx.notes), found.batch, tuple(found.evaluation)
-    )
+    return Conversion(source, text, changes, tuple(ctx.notes), found.batch, tuple(found.evaluation))
 
 
 def unified_diff(conversion: Conversion, before: str, after: str) -> str:

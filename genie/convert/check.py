@@ -122,7 +122,9 @@ def run(
     reports = parse(lines)
     problems = judge(p, proc.returncode, reports)
     if timed_out:
-        problems.insert(0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout))
+        problems.insert(
+            0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
+        )
     seconds = time.perf_counter() - started
     report = reports[0] if len(reports) == 1 else None
     return SmokeResult(p, proc.returncode, seconds, timed_out, report, problems)

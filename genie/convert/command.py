@@ -89,4 +89,3 @@ def show_diff(diff: str) -> None:
     for line in diff.splitlines():
         style = None if line.startswith(("+++", "---")) else styles.get(line[:1])
         ui.console().print(line, markup=False, style=style, soft_wrap=True, highlight=False)
-

@@ -116,9 +116,7 @@ class DeviceRewrite(Rewrite):
             return updated
         if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == DEVICE:
             return updated
-        location = cst.Arg(
-            expr(DEVICE), keyword=cst.Name("map_location"), equal=_EQUAL
-        )
+        location = cst.Arg(expr(DEVICE), keyword=cst.Name("map_location"), equal=_EQUAL)
         others = [a for a in updated.args if a is not arg]
         self.ctx.change(original, _("torch.load gets map_location=DEVICE"))
         return updated.with_changes(args=[*others, location])

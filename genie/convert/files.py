@@ -42,7 +42,9 @@ def commands(output: Path, layout: Layout) -> list[launch.Command]:
             master_port=layout.master_port, node_rank=rank,
         )  # fmt: skip
         where = f"node {rank}" + (f" ({layout.master_addr})" if rank == 0 else "")
-        result.append(launch.Command(where, f"bash launch/{stem}_multi_node.sh {rank}", tuple(argv)))
+        result.append(
+            launch.Command(where, f"bash launch/{stem}_multi_node.sh {rank}", tuple(argv))
+        )
     return result
 
 

@@ -83,11 +83,14 @@ def find(module: cst.Module) -> Loaders:
         if not _is_training(name, call, every):
             found.evaluation.append(name)
         elif loops:
-            found.todo[id(call)] = _("{n} is built inside a loop: build it once, with a "
-                                     "DistributedSampler, before the loop").format(n=name)  # fmt: skip
+            found.todo[id(call)] = _(
+                "{n} is built inside a loop: build it once, with a DistributedSampler, "
+                "before the loop"
+            ).format(n=name)
         elif kwarg(call, "sampler") or kwarg(call, "batch_sampler"):
-            found.todo[id(call)] = _("{n} has its own sampler: make it shard by rank "
-                                     "(see DistributedSampler)").format(n=name)  # fmt: skip
+            found.todo[id(call)] = _(
+                "{n} has its own sampler: make it shard by rank (see DistributedSampler)"
+            ).format(n=name)
         else:
             found.train[id(call)] = name
             size = kwarg(call, "batch_size")
@@ -99,9 +102,7 @@ def find(module: cst.Module) -> Loaders:
 
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
-    return any(
-        isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name for n in walk(node)
-    )
+    return any(isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name for n in walk(node))
 
 
 def _epoch_name(node: cst.For) -> str | None:
@@ -130,9 +131,9 @@ def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bo
         params = [p.name.value for p in function.params.params]
         epoch = next((p for p in params if "epoch" in p.lower()), None)
         for loop in (f for f in walk(function) if isinstance(f, cst.For)):
-            name = next((n for n in sorted(names) if _mentions(loop.iter, n)), None)
-            if epoch and name:
-                found.before_loop[id(loop)] = (name, epoch)
+            iterated = next((n for n in sorted(names) if _mentions(loop.iter, n)), None)
+            if epoch and iterated:
+                found.before_loop[id(loop)] = (iterated, epoch)
                 placed = True
     return placed
 
@@ -233,9 +234,9 @@ class LoaderRewrite(Rewrite):
                   "give each rank its share"),
             )  # fmt: skip
         if id(original) in self.loaders.before_loop:
-            name, epoch = self.loaders.before_loop[id(original)]
-            self.ctx.change(original, _("{n}.sampler.set_epoch({e})").format(n=name, e=epoch))
-            self.insert_before(_set_epoch(name, epoch))
+            name, variable = self.loaders.before_loop[id(original)]
+            self.ctx.change(original, _("{n}.sampler.set_epoch({e})").format(n=name, e=variable))
+            self.insert_before(_set_epoch(name, variable))
         names = self.loaders.epoch_loops.get(id(original))
         epoch = _epoch_name(original)
         if not names or epoch is None or not isinstance(updated.body, cst.IndentedBlock):

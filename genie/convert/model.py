@@ -190,7 +190,7 @@ class ModelRewrite(Rewrite):
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
         key = self.models.wrap_at.get(id(original))
         if key is None:
             if self._is_noop(updated):  # was ``model = nn.DataParallel(model)``
@@ -209,16 +209,20 @@ class ModelRewrite(Rewrite):
 
     def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
         assigned = _assigned(statement)
-        return assigned is not None and assigned[0] in self.models.keys and (
-            code(assigned[1]) == assigned[0]
+        return (
+            assigned is not None
+            and assigned[0] in self.models.keys
+            and (code(assigned[1]) == assigned[0])
         )
 
-    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement:
+    def leave_If(
+        self, original: cst.If, updated: cst.If
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
         """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
         if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:
             if updated.orelse is None:
                 self.ctx.change(original, _("the DataParallel branch removed"))
-                return cst.RemoveFromParent()  # type: ignore[return-value]
+                return cst.RemoveFromParent()
             return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
         return updated
 

@@ -3,6 +3,9 @@ the script later reads what was written, and progress bars show on rank 0 only."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import libcst as cst
 
 from genie.convert.base import RANK, Context, Rewrite, calls, code, dotted, expr, stmt
@@ -68,7 +71,7 @@ class Rank0Rewrite(Rewrite):
                 self._inside.append(node)
         return result
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> object:
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         if self._inside and self._inside[-1] is original:
             self._inside.pop()
             if self.barrier and self._kind(original) == "write":
@@ -150,8 +153,8 @@ def _is_guard(node: cst.CSTNode) -> bool:
     )
 
 
-def _merged(body: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement]) -> list:
-    out: list[cst.BaseStatement] = []
+def _merged(body: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
     for node in body:
         last = out[-1] if out else None
         if (
@@ -168,4 +171,3 @@ def _merged(body: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement]) -> li
         else:
             out.append(node)
     return out
-

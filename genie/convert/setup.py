@@ -9,6 +9,7 @@ script without one, every top-level statement from the first that does work) run
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import libcst as cst
 
@@ -70,7 +71,7 @@ def _main_guard(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _try_finally(body: Sequence[cst.BaseStatement]) -> cst.Try:
+def _try_finally(body: Sequence[Any]) -> cst.Try:
     """``try: body finally: dist.destroy_process_group()``; body's comments stay above it."""
     first = body[0]
     inner = [first.with_changes(leading_lines=[]), *body[1:]]
@@ -83,7 +84,7 @@ def _try_finally(body: Sequence[cst.BaseStatement]) -> cst.Try:
     )
 
 
-def _setup_and_teardown(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def _setup_and_teardown(body: Sequence[Any]) -> list[Any]:
     wrapped = _try_finally(body)
     setup = stmt("setup_distributed()\n").with_changes(leading_lines=wrapped.leading_lines)
     return [setup, wrapped.with_changes(leading_lines=[])]
@@ -94,7 +95,12 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     while header < len(module.body) and _is_header(module.body[header]):
         header += 1
     bound = _bound_names(module)
-    wanted = ["os", "torch", "dist", *sorted(n for n in ("DDP", "DistributedSampler") if n in ctx.uses)]
+    wanted = [
+        "os",
+        "torch",
+        "dist",
+        *sorted(n for n in ("DDP", "DistributedSampler") if n in ctx.uses),
+    ]
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
     block = list(cst.parse_module("pass\n" + BLOCK).body[1:])  # keeps the comment above
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
@@ -119,7 +125,7 @@ def _is_loop(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, (cst.For, cst.While, cst.With))
 
 
-def _wrap_top_level(rest: list[cst.BaseStatement], ctx: Context) -> None:
+def _wrap_top_level(rest: list[Any], ctx: Context) -> None:
     """No main block: join before the first statement that does work; from the first loop
     after the last function or class on, the script runs in a try whose finally leaves."""
     defines = (cst.FunctionDef, cst.ClassDef)
@@ -140,7 +146,7 @@ def _wrap_top_level(rest: list[cst.BaseStatement], ctx: Context) -> None:
     ctx.change(first, _("the script joins the process group, and leaves it at the end"))
 
 
-def _blank_before(statement: cst.BaseStatement) -> cst.BaseStatement:
+def _blank_before(statement: Any) -> Any:
     lines = list(statement.leading_lines)
     if not lines or lines[0].comment is not None:
         lines.insert(0, cst.EmptyLine())
