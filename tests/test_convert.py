@@ -260,7 +260,7 @@ def test_the_main_block_joins_and_leaves_the_group_in_a_finally():
     out = converted(TRAIN, extra="")
     assert out.endswith(
         'if __name__ == "__main__":\n    setup_distributed()\n    try:\n        main()\n'
-        "    finally:\n        dist.destroy_process_group()\n"
+        "    finally:\n        cleanup_distributed()\n"
     )
     assert "def setup_distributed() -> None:" in out and 'init_process_group("nccl" if' in out
 

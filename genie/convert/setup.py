@@ -3,7 +3,7 @@
 After the script's imports: the imports DDP needs, this process's ``LOCAL_RANK``, ``RANK`` and
 ``DEVICE``, and ``setup_distributed()``. The ``if __name__ == "__main__":`` block (or, in a
 script without one, every top-level statement from the first that does work) runs between
-``setup_distributed()`` and ``dist.destroy_process_group()`` in a ``finally``.
+``setup_distributed()`` and ``cleanup_distributed()`` in a ``finally``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,17 @@ def setup_distributed() -> None:
     if DEVICE.type == "cuda":
         torch.cuda.set_device(DEVICE)
     dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group once what its collectives used is freed (gloo can abort at
+    exit otherwise: pytorch/pytorch#190489)."""
+    gc.collect()
+    dist.destroy_process_group()
 '''
 
 IMPORTS = {  # name the script must have -> the import that binds it
+    "gc": "import gc",
     "os": "import os",
     "torch": "import torch",
     "dist": "import torch.distributed as dist",
@@ -72,14 +80,12 @@ def _main_guard(statement: cst.BaseStatement) -> bool:
 
 
 def _try_finally(body: Sequence[Any]) -> cst.Try:
-    """``try: body finally: dist.destroy_process_group()``; body's comments stay above it."""
+    """``try: body finally: cleanup_distributed()``; body's comments stay above it."""
     first = body[0]
     inner = [first.with_changes(leading_lines=[]), *body[1:]]
     return cst.Try(
         body=cst.IndentedBlock(body=inner),
-        finalbody=cst.Finally(
-            body=cst.IndentedBlock(body=[stmt("dist.destroy_process_group()\n")])
-        ),
+        finalbody=cst.Finally(body=cst.IndentedBlock(body=[stmt("cleanup_distributed()\n")])),
         leading_lines=first.leading_lines,
     )
 
@@ -96,6 +102,7 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         header += 1
     bound = _bound_names(module)
     wanted = [
+        "gc",
         "os",
         "torch",
         "dist",
@@ -136,7 +143,7 @@ def _wrap_top_level(rest: list[Any], ctx: Context) -> None:
     compound = (i for i, s in enumerate(rest) if i > last_def and i >= work and _is_loop(s))
     tail = next(compound, len(rest))
     if tail >= len(rest):  # nothing runs after the last definition: leave at the very end
-        rest.append(stmt("dist.destroy_process_group()\n"))
+        rest.append(stmt("cleanup_distributed()\n"))
     else:
         rest[tail:] = [_try_finally(rest[tail:])]
     first = rest[work]

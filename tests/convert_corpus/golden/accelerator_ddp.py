@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+import gc
 import os
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -20,6 +21,13 @@ def setup_distributed() -> None:
     if DEVICE.type == "cuda":
         torch.cuda.set_device(DEVICE)
     dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group once what its collectives used is freed (gloo can abort at
+    exit otherwise: pytorch/pytorch#190489)."""
+    gc.collect()
+    dist.destroy_process_group()
 
 
 setup_distributed()
@@ -113,4 +121,4 @@ try:
         torch.save(model.module.state_dict(), "model.pth")
         print("Saved PyTorch Model State to model.pth")
 finally:
-    dist.destroy_process_group()
+    cleanup_distributed()

@@ -3,6 +3,7 @@ import math
 
 import torch
 import torch.nn as nn
+import gc
 import os
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -19,6 +20,13 @@ def setup_distributed() -> None:
     if DEVICE.type == "cuda":
         torch.cuda.set_device(DEVICE)
     dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group once what its collectives used is freed (gloo can abort at
+    exit otherwise: pytorch/pytorch#190489)."""
+    gc.collect()
+    dist.destroy_process_group()
 
 
 setup_distributed()
@@ -64,4 +72,4 @@ try:
                     f"step {step} loss {loss.item():.3f} ppl {math.exp(loss.item()):.1f}"
                 )
 finally:
-    dist.destroy_process_group()
+    cleanup_distributed()

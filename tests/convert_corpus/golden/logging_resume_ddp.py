@@ -6,6 +6,7 @@ import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+import gc
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
@@ -22,6 +23,13 @@ def setup_distributed() -> None:
     if DEVICE.type == "cuda":
         torch.cuda.set_device(DEVICE)
     dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group once what its collectives used is freed (gloo can abort at
+    exit otherwise: pytorch/pytorch#190489)."""
+    gc.collect()
+    dist.destroy_process_group()
 
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -73,4 +81,4 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        dist.destroy_process_group()
+        cleanup_distributed()
