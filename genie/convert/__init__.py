@@ -21,7 +21,6 @@ class Conversion:
     source: str
     code: str
     changes: tuple[Change, ...]
-    notes: tuple[str, ...]
     batch: str | None  # the training loader's per-process batch size, as written
     evaluation: tuple[str, ...]  # evaluation loaders left whole
 
@@ -64,7 +63,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
         ctx.todo(tree, _("no model moved to a device was found to wrap in DDP"))
     text = black.format_str(tree.code, mode=black.Mode())
     changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
-    return Conversion(source, text, changes, tuple(ctx.notes), found.batch, tuple(found.evaluation))
+    return Conversion(source, text, changes, found.batch, tuple(found.evaluation))
 
 
 def unified_diff(conversion: Conversion, before: str, after: str) -> str:

@@ -36,7 +36,6 @@ class Context:
 
     positions: Mapping[cst.CSTNode, CodeRange]
     changes: list[Change] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # report lines that belong to no line
     uses: set[str] = field(default_factory=set)  # "DDP", "DistributedSampler", "barrier"...
     facts: dict[str, Any] = field(default_factory=dict)
 

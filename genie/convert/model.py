@@ -225,7 +225,3 @@ class ModelRewrite(Rewrite):
                 return cst.RemoveFromParent()
             return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
         return updated
-
-
-def uses_model_module(module: cst.Module) -> bool:
-    return any(isinstance(n, cst.Attribute) and n.attr.value == "module" for n in walk(module))

@@ -111,7 +111,6 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
     block = list(cst.parse_module("pass\n" + BLOCK).body[1:])  # keeps the comment above
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
-    ctx.notes.append(_("process group joined from torchrun's environment, left in a finally"))
     rest = list(module.body[header:])
     guard = next((i for i, s in enumerate(rest) if _main_guard(s)), None)
     if guard is not None:
