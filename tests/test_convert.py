@@ -60,6 +60,7 @@ def body(extra: str) -> str:
         ('torch.device("cuda:0")', "DEVICE"),
         ("torch.device(0)", "DEVICE"),
         ('"cuda" if torch.cuda.is_available() else "cpu"', "DEVICE"),
+        ('"cuda" if use_cuda else "cpu"', "DEVICE"),
         ("torch.accelerator.current_accelerator()", "DEVICE"),
         (
             'torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',
@@ -177,6 +178,22 @@ def test_a_loader_without_shuffle_keeps_its_order():
     source = TRAIN.replace("shuffle=True", "drop_last=True")
     out = converted(source.format(extra=""))
     assert "DistributedSampler(dataset, shuffle=False)" in out
+
+
+def test_shuffle_hidden_in_spread_kwargs_moves_into_the_sampler_before_the_spread():
+    source = TRAIN.replace(
+        "loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)",
+        "loader = DataLoader(data, **kwargs)",
+    )
+    out = converted(source.format(extra=""))
+    assert 'sampler=DistributedSampler(data, shuffle=kwargs.pop("shuffle", False)),' in out
+    assert out.index("sampler=DistributedSampler(data") < out.index("**kwargs")
+
+
+def test_a_script_black_would_change_keeps_its_own_layout():
+    source = TRAIN.replace("print(epoch)", "print('epoch',  epoch)")
+    out = converted(source.format(extra=""))
+    assert "            print('epoch',  epoch)\n" in out
 
 
 def test_evaluation_loaders_stay_whole_and_the_report_says_so():

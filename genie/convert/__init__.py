@@ -3,17 +3,20 @@
 :func:`convert` is pure: source text in, converted text and the list of changes out. Each
 rewrite is a small libcst transformer in its own module, applied in this order: device,
 model, loaders, rank 0, then the process-group setup around everything. libcst keeps the
-script's comments and layout; black formats the result.
+script's comments and layout; black formats the result when the script was black-formatted.
 """
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
 from genie.convert.base import Change
 from genie.errors import GenieError
 from genie.i18n import _
+
+BLACK_LINE_LENGTHS = (88, 100, 120, 79)
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,26 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     tree = setup.apply(tree, ctx)
     if "DDP" not in ctx.uses:
         ctx.todo(tree, _("no model moved to a device was found to wrap in DDP"))
-    text = black.format_str(tree.code, mode=black.Mode())
+    mode = _black_mode(source)
+    text = black.format_str(tree.code, mode=mode) if mode else tree.code
     changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
     return Conversion(source, text, changes, found.batch, tuple(found.evaluation))
+
+
+def _black_mode(source: str) -> Any:
+    """The black mode ``source`` is already formatted with, or None: a script black keeps
+    unchanged stays black-clean, and any other keeps its own layout (only genie's lines are
+    new)."""
+    import black
+
+    for length in BLACK_LINE_LENGTHS:
+        mode = black.Mode(line_length=length)
+        try:
+            if black.format_str(source, mode=mode) == source:
+                return mode
+        except black.InvalidInput:  # pragma: no cover - libcst parsed it already
+            return None
+    return None
 
 
 def unified_diff(conversion: Conversion, before: str, after: str) -> str:
@@ -89,7 +109,13 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
         where = _("line {n}").format(n=line) if line else script
         out.append(f"{number:>3}. {mark}{where}: " + "; ".join(whats))
     world = nproc * nodes
-    if conversion.batch is not None:
+    if conversion.batch is None:
+        out.append(
+            _("Batch: each process keeps its batch size, so {w} processes train on {w} times "
+              "the batch per step; the learning rate is unchanged: consider scaling it "
+              "(linearly, with warmup) or dividing the per-process batch by {w}.").format(w=world)
+        )  # fmt: skip
+    else:
         out.append(
             _("Batch: {b} per process, so {w} processes train on a global batch of {w} x {b} "
               "per step; the learning rate is unchanged: if it was tuned for batch {b}, "

@@ -39,8 +39,9 @@ def names_gpu(node: cst.BaseExpression) -> bool:
 
 
 def _gpu_if_available(node: cst.IfExp) -> bool:
-    test = code(node.test)
-    return any(a in test for a in _AVAILABLE) and names_gpu(node.body)
+    """``"cuda" if torch.cuda.is_available() else ...`` or ``"cuda" if use_cuda else "cpu"``."""
+    test, fallback = code(node.test), code(node.orelse).strip("'\"")
+    return names_gpu(node.body) and (any(a in test for a in _AVAILABLE) or fallback == "cpu")
 
 
 class DeviceRewrite(Rewrite):

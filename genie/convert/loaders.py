@@ -94,7 +94,8 @@ def find(module: cst.Module) -> Loaders:
         else:
             found.train[id(call)] = name
             size = kwarg(call, "batch_size")
-            found.batch = found.batch or (code(size.value) if size else "1")
+            spread = any(a.star == "**" for a in call.args)
+            found.batch = found.batch or (code(size.value) if size else None if spread else "1")
             if not _find_epoch_loops(module, found, _aliases(module, name)):
                 found.no_epoch.add(id(call))
     _find_unsharded(module, found, {n for n, _c, _l in every})
@@ -199,12 +200,18 @@ class LoaderRewrite(Rewrite):
             new = dataset.with_changes(value=cst.Name(data))
             updated = updated.with_changes(args=[new if a is dataset else a for a in updated.args])
         flag = code(shuffle.value) if shuffle else "False"
+        args = [a for a in updated.args if a is not shuffle]
+        spread = next((a for a in args if a.star == "**"), None)
+        if shuffle is None and spread is not None:
+            # shuffle may hide in the **kwargs: take it out before they are spread
+            flag = f'{code(spread.value)}.pop("shuffle", False)'
         sampler = cst.Arg(
             cst.parse_expression(f"DistributedSampler({data}, shuffle={flag})"),
             keyword=cst.Name("sampler"),
             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
         )
-        args = [a for a in updated.args if a is not shuffle]
+        at = args.index(spread) if spread is not None else len(args)
+        args.insert(at, sampler)
         if id(original) in self.loaders.no_epoch and shuffle is not None:
             self.mark_todo(
                 original,
@@ -216,7 +223,7 @@ class LoaderRewrite(Rewrite):
             original,
             _("{n} gets a DistributedSampler: each process reads its own shard").format(n=name),
         )
-        return updated.with_changes(args=[*args, sampler])
+        return updated.with_changes(args=args)
 
     def _dataset_name(self, loader: str) -> str:
         base = loader.rpartition(".")[2].replace("loader", "").strip("_")

@@ -28,7 +28,7 @@ from genie.convert.refuse import OPTIMIZERS
 from genie.i18n import _
 
 DATA_PARALLEL = ("DataParallel",)
-WRAP = "{m} = DDP({inner}, device_ids=[{r}] if {d}.type == 'cuda' else None)"
+WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
 REDIRECTED = ("state_dict", "load_state_dict")
 
 
