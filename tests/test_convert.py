@@ -124,6 +124,21 @@ def test_a_model_never_moved_is_moved_inside_the_wrap():
     assert "m = DDP(m.to(DEVICE)," in out.code
 
 
+def test_a_model_moved_only_in_a_branch_is_wrapped_before_its_optimizer():
+    source = """\
+import torch
+net = torch.nn.Linear(2, 2)
+net.apply(init)
+if use_gpu:
+    net.cuda()
+# the optimizer
+opt = torch.optim.Adam(net.parameters())
+"""
+    out = convert(source).code
+    assert "    net.to(DEVICE)\n# the optimizer\nnet = DDP(net.to(DEVICE)," in out
+    assert out.index("net.apply(init)") < out.index("net = DDP(")
+
+
 def test_state_dict_saves_and_loads_after_the_wrap_use_the_unwrapped_module():
     out = body("""\
         torch.save(model.state_dict(), "m.pt")

@@ -37,6 +37,7 @@ class Models:
     keys: set[str] = field(default_factory=set)  # "model", "self.net"
     wrap_at: dict[int, str] = field(default_factory=dict)  # statement id -> model key
     moved: set[int] = field(default_factory=set)  # statements that move the model already
+    wrap_before: set[int] = field(default_factory=set)  # wrap before these, not after
     scope_of: dict[str, int] = field(default_factory=dict)  # key -> id of its wrap's function
     data_parallel: bool = False
     module_id: int = 0
@@ -86,7 +87,7 @@ def _follow_moves(module: cst.Module, found: Models) -> None:
 
 def _find_wrap_points(module: cst.Module, found: Models) -> None:
     """Wrap after the last statement that moves the model or wraps it in DataParallel (in the
-    scope of the first one); failing both, after the statement that builds it."""
+    scope of the first one); failing both, before its optimizer or after it is built."""
     scopes: list[tuple[int, cst.SimpleStatementLine]] = []  # (function id, statement)
     _statements(module, id(module), scopes)
     found.module_id = id(module)
@@ -98,13 +99,33 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
         if candidates:
             chosen = [c for c in candidates if c[0] == candidates[0][0]][-1]
         elif built:
-            chosen = built[0]
+            chosen = _optimizer_after(scopes, built[0], key) or built[0]
+            if chosen is not built[0]:
+                found.wrap_before.add(id(chosen[1]))
         else:
             continue
         found.wrap_at[id(chosen[1])] = key
         found.scope_of[key] = chosen[0]
         if moving and scopes.index(moving[0]) <= scopes.index(chosen):
             found.moved.add(id(chosen[1]))
+
+
+def _optimizer_after(
+    scopes: list[tuple[int, cst.SimpleStatementLine]],
+    built: tuple[int, cst.SimpleStatementLine],
+    key: str,
+) -> tuple[int, cst.SimpleStatementLine] | None:
+    """The statement building ``key``'s optimizer after ``built``, in the same function: a
+    model never moved at top level (moved in a branch, initialised, loaded) is wrapped just
+    before its optimizer, once every rank has done all that to it."""
+    for function, statement in scopes[scopes.index(built) + 1 :]:
+        if function != built[0]:
+            continue
+        for call in calls(statement, *OPTIMIZERS):
+            owners = [code(p.func.value) for p in method_calls(call, "parameters")]  # type: ignore[attr-defined]
+            if key in owners:
+                return function, statement
+    return None
 
 
 def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
@@ -204,7 +225,10 @@ class ModelRewrite(Rewrite):
         self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
         if self._is_noop(updated):
             return wrap.with_changes(leading_lines=updated.leading_lines)
-        self.insert_after(wrap)
+        if id(original) in self.models.wrap_before:
+            self.insert_before(wrap)
+        else:
+            self.insert_after(wrap)
         return updated
 
     def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:

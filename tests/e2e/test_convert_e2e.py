@@ -24,6 +24,7 @@ ARGS = {  # a short run for the scripts that take arguments
     "fn_argparse": ["--epochs", "1"],
     "scheduler": ["--epochs", "1"],
     "trainer_class": ["1", "1"],
+    "gan_two_models": ["--niter", "1"],
 }
 TIMEOUT = 180
 
