@@ -171,9 +171,21 @@ def _smoke(
 @click.option(
     "--nproc-per-node", type=click.IntRange(min=1), help="Processes per node [GPUs here, or 2]."
 )
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Nodes to train on (2 or more also writes a multi-node launch script).",
+)
 @click.option("--master-addr", help="Node 0's hostname or IP (several nodes).")
-@click.option("--master-port", type=click.IntRange(1, 65535), default=29500, show_default=True)
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    default=29500,
+    show_default=True,
+    help="Node 0's rendezvous port (several nodes).",
+)
 @click.option(
     "--check/--no-check",
     "run_check",

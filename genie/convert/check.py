@@ -38,7 +38,7 @@ def plan(
         python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
         "--tee=3", "-m", "genie.probe", str(script), *args,
     )  # fmt: skip
-    return SmokePlan(argv, env, nproc, backend, device, "as written", ())
+    return SmokePlan(argv, env, nproc, backend, device, _("as written"), ())
 
 
 def parse(lines: Sequence[str]) -> list[dict[str, Any]]:

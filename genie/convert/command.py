@@ -68,7 +68,12 @@ def run(
     ui.files(str(target.parent), described)
     ui.commands(str(target.parent), files.commands(target, layout))
     if check_args is not None:
-        _check(target, shlex.split(check_args), machine, timeout)
+        try:
+            _check(target, shlex.split(check_args), machine, timeout)
+        except KeyboardInterrupt:
+            raise Aborted(
+                _("interrupted; {t} is written, its check did not finish").format(t=target)
+            ) from None
 
 
 def _check(target: Path, args: list[str], machine: Machine, timeout: float) -> None:
