@@ -194,6 +194,11 @@ def _smoke(
 )
 @click.option("--check-args", default="", help='Arguments for the check run, e.g. "--epochs 1".')
 @click.option(
+    "--check-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Where the check runs (relative paths resolve there) [a new temporary directory].",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=300.0,
@@ -211,6 +216,7 @@ def convert(
     master_port: int,
     run_check: bool,
     check_args: str,
+    check_dir: Path | None,
     timeout: float,
     force: bool,
     yes: bool,
@@ -220,7 +226,7 @@ def convert(
 
     command.run(
         script, output, nproc_per_node, nodes, master_addr, master_port,
-        check_args if run_check else None, timeout, force, yes,
+        check_args if run_check else None, check_dir, timeout, force, yes,
     )  # fmt: skip
 
 

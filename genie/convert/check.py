@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -91,14 +92,20 @@ def run(
     timeout: float,
     echo: Callable[[str], None] = lambda line: None,
     python: str = sys.executable,
+    cwd: Path | None = None,
 ) -> SmokeResult:
-    """Run the check in the script's directory; never raises for a failing script."""
+    """Run the check in ``cwd``, by default a new temporary directory (what the script writes
+    with relative paths, such as checkpoints, is thrown away and cannot replace a file of the
+    user's); never raises for a failing script."""
+    if cwd is None:
+        with tempfile.TemporaryDirectory(prefix="genie-check-") as temporary:
+            return run(script, args, machine, timeout, echo, python, Path(temporary))
     p = plan(script.absolute(), args, machine, python)
     lines: list[str] = []
     started = time.perf_counter()
     proc = subprocess.Popen(
         p.argv,
-        cwd=script.absolute().parent,
+        cwd=cwd,
         env={**os.environ, **p.env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -34,6 +34,7 @@ def run(
     master_addr: str | None,
     master_port: int,
     check_args: str | None,
+    check_dir: Path | None,
     timeout: float,
     force: bool,
     yes: bool,
@@ -69,19 +70,24 @@ def run(
     ui.commands(str(target.parent), files.commands(target, layout))
     if check_args is not None:
         try:
-            _check(target, shlex.split(check_args), machine, timeout)
+            _check(target, shlex.split(check_args), machine, timeout, check_dir)
         except KeyboardInterrupt:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
             ) from None
 
 
-def _check(target: Path, args: list[str], machine: Machine, timeout: float) -> None:
+def _check(
+    target: Path, args: list[str], machine: Machine, timeout: float, cwd: Path | None
+) -> None:
     from genie import ui
     from genie.convert import check
 
-    ui.info(_("\nCheck: the converted script on 2 processes under torchrun..."))
-    result = check.run(target, args, machine, timeout, echo=ui.stream)
+    where = str(cwd) if cwd else _("a temporary directory (--check-dir to choose)")
+    ui.info(
+        _("\nCheck: the converted script on 2 processes under torchrun, in {w}...").format(w=where)
+    )
+    result = check.run(target, args, machine, timeout, echo=ui.stream, cwd=cwd)
     ui.verdict(result, title=_("Convert check"))
     if not result.passed:
         raise SmokeFailed(_("check failed: ") + "; ".join(result.problems))

@@ -95,3 +95,4 @@ def test_genie_convert_proves_the_script_and_prints_the_verdict(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "Convert check" in result.stdout and "PASS" in result.stdout
     assert script.read_bytes() == original
+    assert not (tmp_path / "model.pt").exists()  # the check ran in a temporary directory
