@@ -438,3 +438,46 @@ def test_several_nodes_get_a_multi_node_launcher(script):
         "convert", "train.py", "-o", "b.py", "--no-check", "--nodes", "2", cwd=script.parent
     )
     assert missing.returncode == 2 and "needs --master-addr" in missing.stderr
+
+
+# ---------------------------------------------------------------- the check, planned and judged
+
+GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trained": 2,
+        "params_in_sync": True, "first_loss": 0.7, "last_loss": 0.6}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("returncode", "reports", "problem"),
+    [
+        (0, [GOOD], None),
+        (1, [GOOD], "torchrun exited with 1"),
+        (0, [], "the probe reported 0 times"),
+        (0, [GOOD, GOOD], "the probe reported 2 times"),
+        (0, [{**GOOD, "params_in_sync": False}], "parameters differ across processes"),
+        (0, [{**GOOD, "ranks_trained": 1}], "only 1 of 2 processes ran backward()"),
+        (0, [{**GOOD, "models": 0}], "no DistributedDataParallel model was built"),
+        (0, [{**GOOD, "world_size": 1}], "world size 1, launched 2"),
+        (0, [{"unparsable": "x"}], "probe report lacks world_size"),
+    ],
+)
+def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks(
+    cpu_machine, returncode, reports, problem
+):
+    from genie.convert import check
+
+    problems = check.judge(check.plan(CORPUS / "x.py", [], cpu_machine), returncode, reports)
+    assert (problems == []) if problem is None else any(problem in p for p in problems)
+
+
+def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):
+    import dataclasses
+
+    from genie.convert import check
+
+    cpu = check.plan(CORPUS / "x.py", ["--epochs", "1"], cpu_machine)
+    assert (cpu.nproc, cpu.backend, cpu.env["CUDA_VISIBLE_DEVICES"]) == (2, "gloo", "")
+    assert cpu.argv[-4:] == ("genie.probe", str(CORPUS / "x.py"), "--epochs", "1")
+    gpus = check.plan(CORPUS / "x.py", [], gpu_machine)
+    assert (gpus.nproc, gpus.backend) == (8, "nccl") and "CUDA_VISIBLE_DEVICES" not in gpus.env
+    one = check.plan(CORPUS / "x.py", [], dataclasses.replace(gpu_machine, gpus=1))
+    assert (one.nproc, one.backend) == (2, "gloo")

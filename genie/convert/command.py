@@ -3,6 +3,7 @@ changes, write, then run the 2-process check."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def run(
     ui.commands(str(target.parent), files.commands(target, layout))
     if check_args is not None:
         try:
-            _check(target, shlex.split(check_args), machine, timeout, check_dir)
+            _check(target, shlex.split(check_args), machine, timeout, check_dir, layout)
         except KeyboardInterrupt:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
@@ -78,7 +79,12 @@ def run(
 
 
 def _check(
-    target: Path, args: list[str], machine: Machine, timeout: float, cwd: Path | None
+    target: Path,
+    args: list[str],
+    machine: Machine,
+    timeout: float,
+    cwd: Path | None,
+    layout: Layout,
 ) -> None:
     from genie import ui
     from genie.convert import check
@@ -88,6 +94,11 @@ def _check(
         _("\nCheck: the converted script on 2 processes under torchrun, in {w}...").format(w=where)
     )
     result = check.run(target, args, machine, timeout, echo=ui.stream, cwd=cwd)
+    if (layout.nodes, layout.nproc_per_node) != (1, result.plan.nproc):
+        note = _("planned {nodes} node(s) x {per} processes; tested 1 node x {n}").format(
+            nodes=layout.nodes, per=layout.nproc_per_node, n=result.plan.nproc
+        )
+        result.plan = dataclasses.replace(result.plan, notes=(*result.plan.notes, note))
     ui.verdict(result, title=_("Convert check"))
     if not result.passed:
         raise SmokeFailed(_("check failed: ") + "; ".join(result.problems))
