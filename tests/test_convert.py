@@ -240,19 +240,24 @@ def test_loaders_genie_cannot_shard_safely_are_todos_at_the_spot(change, why):
     assert f"# genie: TODO: loader {why}" in conversion.code
 
 
-def test_batches_from_a_plain_list_are_a_todo():
+def test_batches_from_a_plain_list_are_shared_out_the_same_count_per_rank():
     source = """\
 import torch
 model = torch.nn.Linear(2, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 batches = [torch.randn(4, 2) for _ in range(3)]
-for batch in batches:
+for i, batch in enumerate(batches):
     model(batch).sum().backward()
     opt.step()
 """
     conversion = convert(source)
-    [todo] = conversion.todos
-    assert todo.line == 5 and "plain-list batches" in todo.what
+    assert "    for i, batch in enumerate(shard(batches)):\n" in conversion.code
+    assert "return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]" in conversion.code
+    assert any(c.line == 5 and "its share" in c.what for c in conversion.changes)
+    namespace: dict = {}
+    exec(conversion.code.split("\nsetup_distributed()\n")[0], namespace)
+    namespace.update(RANK=1, WORLD_SIZE=2)
+    assert namespace["shard"](list(range(5))) == [1, 3]
 
 
 # ---------------------------------------------------------------- rank 0

@@ -27,7 +27,7 @@ class Loaders:
     todo: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> why not
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
-    unsharded: set[int] = field(default_factory=set)  # training loops over other data
+    unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
     no_epoch: set[int] = field(default_factory=set)  # training loaders with no epoch loop
     batch: str | None = None  # the training loader's batch_size, as written
 
@@ -160,8 +160,9 @@ def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> No
         nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
         if nested or not _method(loop.body, "backward"):
             continue
-        if any(_mentions(loop.iter, name) for name in lists - loaders):
-            found.unsharded.add(id(loop))
+        names = {name for name in lists - loaders if _mentions(loop.iter, name)}
+        if names:
+            found.unsharded[id(loop)] = names
 
 
 def _method(node: cst.CSTNode, method: str) -> list[cst.Call]:
@@ -225,6 +226,17 @@ class LoaderRewrite(Rewrite):
         )
         return updated.with_changes(args=args)
 
+    def _shard(self, original: cst.For, updated: cst.For, lists: set[str]) -> cst.For:
+        """``for b in batches`` -> ``for b in shard(batches)``: this rank's share of a list."""
+        self.ctx.uses.add("shard")
+        self.ctx.change(
+            original,
+            _("{n}: each process trains on its share (shard(), the same count on each)").format(
+                n=", ".join(sorted(lists))
+            ),
+        )
+        return updated.with_changes(iter=updated.iter.visit(_Shard(lists)))
+
     def _dataset_name(self, loader: str) -> str:
         base = loader.rpartition(".")[2].replace("loader", "").strip("_")
         name = f"{base}_dataset" if base else "dataset"
@@ -235,11 +247,7 @@ class LoaderRewrite(Rewrite):
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
         if id(original) in self.loaders.unsharded:
-            self.mark_todo(
-                original,
-                _("plain-list batches: every rank trains on all of them (not faster); "
-                  "give each rank its share"),
-            )  # fmt: skip
+            updated = self._shard(original, updated, self.loaders.unsharded[id(original)])
         if id(original) in self.loaders.before_loop:
             name, variable = self.loaders.before_loop[id(original)]
             self.ctx.change(original, _("{n}.sampler.set_epoch({e})").format(n=name, e=variable))
@@ -255,3 +263,17 @@ class LoaderRewrite(Rewrite):
             )
         body = updated.body.with_changes(body=[*lines, *updated.body.body])
         return updated.with_changes(body=body)
+
+
+class _Shard(cst.CSTTransformer):
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value in self.names:
+            return cst.Call(func=cst.Name("shard"), args=[cst.Arg(updated)])
+        return updated
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return False  # in ``x.batches`` the name is an attribute, not the list

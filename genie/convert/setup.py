@@ -38,6 +38,15 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 '''
 
+WORLD_SIZE_LINE = 'WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))\n'
+SHARD = '''
+
+def shard(items: list) -> list:
+    """This process's share of ``items``, the same count on every process (or they would
+    wait for each other forever at the end)."""
+    return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]
+'''
+
 IMPORTS = {  # name the script must have -> the import that binds it
     "gc": "import gc",
     "os": "import os",
@@ -109,7 +118,10 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         *sorted(n for n in ("DDP", "DistributedSampler") if n in ctx.uses),
     ]
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
-    block = list(cst.parse_module("pass\n" + BLOCK).body[1:])  # keeps the comment above
+    text = BLOCK
+    if "shard" in ctx.uses:
+        text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1) + SHARD
+    block = list(cst.parse_module("pass\n" + text).body[1:])  # keeps the comment above
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
     rest = list(module.body[header:])
     guard = next((i for i, s in enumerate(rest) if _main_guard(s)), None)
@@ -153,7 +165,8 @@ def _wrap_top_level(rest: list[Any], ctx: Context) -> None:
 
 
 def _blank_before(statement: Any) -> Any:
+    """Two blank lines after genie's functions, as PEP 8 has it, whatever was there."""
     lines = list(statement.leading_lines)
-    if not lines or lines[0].comment is not None:
-        lines.insert(0, cst.EmptyLine())
-    return statement.with_changes(leading_lines=lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    return statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *lines])
