@@ -172,6 +172,20 @@ def test_data_parallel_becomes_ddp_and_its_branch_disappears():
     assert "device_count" not in out and out.count("= DDP(") == 1
 
 
+def test_a_model_genie_cannot_place_is_a_todo_in_the_report():
+    source = """\
+import torch
+def fit(model, batches):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for batch in batches:
+        model(batch).sum().backward()
+"""
+    conversion = convert(source)
+    assert "DDP(" not in conversion.code
+    [todo] = conversion.todos
+    assert todo.what.startswith("found no model to wrap in DDP")
+
+
 def test_manual_model_module_is_a_todo_without_data_parallel():
     conversion = convert(TRAIN.format(extra="    print(model.module)"))
     [todo] = conversion.todos

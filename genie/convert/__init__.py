@@ -63,7 +63,13 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     tree = rank0.merge_guards(tree)
     tree = setup.apply(tree, ctx)
     if "DDP" not in ctx.uses:
-        ctx.todo(tree, _("no model moved to a device was found to wrap in DDP"))
+        ctx.todo(
+            tree,
+            _(
+                "found no model to wrap in DDP (it is built where genie cannot see): wrap it "
+                "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
+            ),
+        )
     mode = _black_mode(source)
     text = black.format_str(tree.code, mode=mode) if mode else tree.code
     changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
