@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from genie.convert.base import Context, Rewrite, calls, code, dotted, kwarg, stmt, walk
+from genie.convert.base import (
+    Context,
+    Rewrite,
+    calls,
+    code,
+    dotted,
+    kwarg,
+    method_calls,
+    stmt,
+    walk,
+)
 from genie.i18n import _
 
 _EVAL = re.compile(r"val|test|eval|dev|holdout", re.IGNORECASE)
@@ -158,21 +168,11 @@ def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> No
     lists = _lists(module)
     for loop in (n for n in walk(module) if isinstance(n, cst.For)):
         nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
-        if nested or not _method(loop.body, "backward"):
+        if nested or not method_calls(loop.body, "backward"):
             continue
         names = {name for name in lists - loaders if _mentions(loop.iter, name)}
         if names:
             found.unsharded[id(loop)] = names
-
-
-def _method(node: cst.CSTNode, method: str) -> list[cst.Call]:
-    return [
-        n
-        for n in walk(node)
-        if isinstance(n, cst.Call)
-        and isinstance(n.func, cst.Attribute)
-        and n.func.attr.value == method
-    ]
 
 
 def _set_epoch(name: str, epoch: str) -> cst.BaseStatement:
