@@ -66,6 +66,7 @@ def body(extra: str) -> str:
             'torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',
             "DEVICE",
         ),
+        ('torch.device("cuda", 0)', "DEVICE"),
         ('torch.device("cpu")', 'torch.device("cpu")'),
         ("args.device", "args.device"),
     ],
@@ -97,6 +98,21 @@ def test_every_spelling_of_the_gpu_becomes_this_process_device(before, after):
     ],
 )
 def test_moves_and_loads_go_to_this_process_device(before, after):
+    assert f"    {after}\n" in body(before + "\n")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ('device = "cuda"', "device = DEVICE"),
+        ("gpu_id = 0", "gpu_id = DEVICE"),
+        ("self.device = 0", "self.device = DEVICE"),
+        ("n_gpus = 2", "n_gpus = 2"),
+        ("gpu_count = 1", "gpu_count = 1"),
+        ('name = "cuda"', 'name = "cuda"'),
+    ],
+)
+def test_names_that_hold_a_gpu_hold_this_process_device(before, after):
     assert f"    {after}\n" in body(before + "\n")
 
 

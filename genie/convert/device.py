@@ -17,6 +17,8 @@ from genie.i18n import _
 
 _GPU_STRING = re.compile(r"^['\"](cuda|gpu)(:\d+)?['\"]$")
 _AVAILABLE = ("cuda.is_available", "accelerator.is_available", "mps.is_available")
+# names that hold a device: device, dev, gpu, gpu_id, rank_device... (not n_gpus or gpu_count)
+_DEVICE_NAME = re.compile(r"(.*[._])?(device|dev|gpu|gpu_id|gpu_idx|gpu_index|device_id)")
 
 
 def names_gpu(node: cst.BaseExpression) -> bool:
@@ -57,7 +59,8 @@ class DeviceRewrite(Rewrite):
             self.ctx.change(original, _("{c} -> DEVICE").format(c=code(original)))
             return expr(DEVICE)
         if name in ("torch.device", "device") and updated.args:
-            if names_gpu(updated.args[0].value) and len(updated.args) == 1:
+            cuda_index = len(updated.args) == 2 and _GPU_STRING.match(code(updated.args[0].value))
+            if names_gpu(updated.args[0].value) and len(updated.args) == 1 or cuda_index:
                 if not (isinstance(updated.args[0].value, cst.Name)):
                     self.ctx.change(original, _("{c} -> DEVICE").format(c=code(original)))
                 return expr(DEVICE)
@@ -79,7 +82,7 @@ class DeviceRewrite(Rewrite):
         targets = [dotted(t.target).lower() for t in updated.targets]
         value = updated.value
         literal = isinstance(value, (cst.SimpleString, cst.Integer))
-        if literal and any("device" in t or "gpu" in t for t in targets):
+        if literal and any(_DEVICE_NAME.fullmatch(t) for t in targets):
             if names_gpu(value):
                 self.ctx.change(original, _("{v} -> DEVICE").format(v=code(value)))
                 return updated.with_changes(value=expr(DEVICE))
