@@ -166,6 +166,17 @@ def test_state_dict_saves_and_loads_after_the_wrap_use_the_unwrapped_module():
     assert 'torch.save(model.module, "whole.pt")' in out
 
 
+def test_attributes_ddp_does_not_forward_go_to_the_unwrapped_model():
+    out = body("""\
+        z = model.decode(x)
+        w = model.weight
+        model.eval()
+        n = sum(p.numel() for p in model.parameters())
+        """)
+    assert "    z = model.module.decode(x)\n    w = model.module.weight\n" in out
+    assert "    model.eval()\n" in out and "model.parameters()" in out
+
+
 def test_a_resume_before_the_wrap_keeps_the_plain_model():
     source = TRAIN.replace(
         "    model = torch.nn.Linear(2, 1).to(device)\n",
@@ -330,6 +341,26 @@ def test_the_main_block_joins_and_leaves_the_group_in_a_finally():
         "    finally:\n        cleanup_distributed()\n"
     )
     assert "def setup_distributed() -> None:" in out and 'init_process_group("nccl" if' in out
+
+
+def test_a_main_block_after_top_level_training_objects_joins_before_them():
+    source = """\
+import torch
+from torch.utils.data import DataLoader
+
+loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+if __name__ == "__main__":
+    for epoch in range(2):
+        for x in loader:
+            model(x).sum().backward()
+"""
+    out = convert(source).code
+    assert out.index("\nsetup_distributed()\n") < out.index("loader = DataLoader(")
+    assert out.count("setup_distributed()\n") == 1
+    assert out.endswith("    finally:\n        cleanup_distributed()\n")
 
 
 def test_comments_and_layout_survive():

@@ -79,11 +79,16 @@ def _shuffles(call: cst.Call) -> bool:
 
 
 def _is_training(name: str, call: cst.Call, every: list[tuple[str, cst.Call, int]]) -> bool:
-    if _shuffles(call) or "train" in name.lower():
+    """By name first (a shuffled test loader is still a test loader), then by shuffle."""
+    if "train" in name.lower():
         return True
     if _EVAL.search(name):
         return False
-    return not any(_shuffles(c) or "train" in n.lower() for n, c, _l in every)
+    if _shuffles(call):
+        return True
+    return not any(
+        "train" in n.lower() or _shuffles(c) and not _EVAL.search(n) for n, c, _l in every
+    )
 
 
 def find(module: cst.Module) -> Loaders:

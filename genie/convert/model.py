@@ -29,7 +29,15 @@ from genie.i18n import _
 
 DATA_PARALLEL = ("DataParallel",)
 WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
-REDIRECTED = ("state_dict", "load_state_dict")
+# What DDP answers itself, like the model would; any other attribute (state_dict, a custom
+# method like decode, a submodule) is the model's: DDP does not forward it, so .module.
+DDP_ANSWERS = frozenset(
+    "train eval parameters named_parameters buffers named_buffers children named_children "
+    "modules named_modules zero_grad to cuda cpu float half double bfloat16 apply "
+    "requires_grad_ register_forward_hook register_forward_pre_hook register_full_backward_hook "
+    "register_buffer register_parameter no_sync forward module training join "
+    "register_comm_hook type share_memory".split()
+)
 
 
 @dataclass
@@ -188,25 +196,24 @@ class ModelRewrite(Rewrite):
                 self.ctx.change(original, _("torch.save({m}) saves {m}.module").format(m=first))
                 value = expr(f"{first}.module")
                 return updated.with_changes(args=[cst.Arg(value), *updated.args[1:]])
-        if isinstance(updated.func, cst.Attribute) and updated.func.attr.value in REDIRECTED:
-            owner = code(updated.func.value)
-            if owner in self.models.keys and self._after_wrap(owner):
-                method = updated.func.attr.value
-                self.ctx.change(original, _("{m}.{f} -> {m}.module.{f}").format(m=owner, f=method))
-                return updated.with_changes(func=expr(f"{owner}.module.{method}"))
         return updated
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression:
-        if original.attr.value == "module" and not self.models.data_parallel:
-            if code(original.value) in self.models.keys:
-                self.mark_todo(
-                    original,
-                    _("{c} predates DDP: under DDP, .module is the unwrapped model").format(
-                        c=code(original)
-                    ),
-                )
+        owner, attr = code(original.value), original.attr.value
+        if owner not in self.models.keys:
+            return updated
+        if attr == "module" and not self.models.data_parallel:
+            self.mark_todo(
+                original,
+                _("{c} predates DDP: under DDP, .module is the unwrapped model").format(
+                    c=code(original)
+                ),
+            )
+        elif attr not in DDP_ANSWERS and self._after_wrap(owner):
+            self.ctx.change(original, _("{m}.{a} -> {m}.module.{a}").format(m=owner, a=attr))
+            return updated.with_changes(value=expr(f"{owner}.module"))
         return updated
 
     def leave_SimpleStatementLine(

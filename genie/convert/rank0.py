@@ -14,7 +14,10 @@ from genie.i18n import _
 PRINTS = ("print", "pprint", "tqdm.write", "pbar.write")
 LOG_METHODS = ("debug", "info", "warning", "warn", "log", "exception", "critical")
 LOGGERS = ("logging", "logger", "log", "LOGGER", "LOG", "_logger")
-WRITERS = ("torch.save", "save_checkpoint", "savefig", "np.save", "numpy.save", "json.dump")
+WRITERS = (
+    "torch.save", "save_checkpoint", "savefig", "np.save", "numpy.save", "json.dump",
+    "save_image", "torchvision.utils.save_image", "vutils.save_image",
+)  # fmt: skip
 WRITE_METHODS = ("write_text", "write_bytes", "add_scalar", "add_scalars", "flush")
 WRITE_MODES = ("w", "a", "x")
 
@@ -30,7 +33,7 @@ def _is_print(call: cst.Call) -> bool:
 def _is_write(call: cst.Call) -> bool:
     name = dotted(call.func)
     method = name.rpartition(".")[2]
-    return name in WRITERS or method in ("savefig",) or method in WRITE_METHODS
+    return name in WRITERS or method in ("savefig", "save_image") or method in WRITE_METHODS
 
 
 def _mode(call: cst.Call) -> cst.BaseExpression | None:

@@ -125,18 +125,55 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
     rest = list(module.body[header:])
     guard = next((i for i, s in enumerate(rest) if _main_guard(s)), None)
-    if guard is not None:
-        main = rest[guard]
-        assert isinstance(main, cst.If) and isinstance(main.body, cst.IndentedBlock)
-        ctx.change(main, _("the main block joins the process group and leaves it in a finally"))
-        new_body = main.body.with_changes(body=_setup_and_teardown(main.body.body))
-        rest[guard] = main.with_changes(body=new_body)
-    else:
+    if guard is None:
         _wrap_top_level(rest, ctx)
+    else:
+        _wrap_main_block(rest, guard, ctx)
     body = [*module.body[:header], *imports, *block, *rest]
     if rest:
         body[len(body) - len(rest)] = _blank_before(body[len(body) - len(rest)])
     return module.with_changes(body=body)
+
+
+_NEEDS_GROUP = ("DDP(", "DistributedSampler(", "shard(", "dist.")
+
+
+def _wrap_main_block(rest: list[Any], guard: int, ctx: Context) -> None:
+    """The main block runs in the try whose finally leaves the group. It also joins, unless
+    top-level statements before it already need the group (a DDP model or a sampler built
+    at import): then the script joins before the first of those statements."""
+    main = rest[guard]
+    assert isinstance(main, cst.If) and isinstance(main.body, cst.IndentedBlock)
+    defines = (cst.FunctionDef, cst.ClassDef)
+    early = any(
+        any(mark in code(s) for mark in _NEEDS_GROUP)
+        for s in rest[:guard]
+        if not isinstance(s, defines)
+    )
+    what = (
+        _("leaves the process group in a finally")
+        if early
+        else _("joins the process group and leaves it in a finally")
+    )
+    ctx.change(main, _("the main block ") + what)
+    inner = [_try_finally(main.body.body)] if early else _setup_and_teardown(main.body.body)
+    rest[guard] = main.with_changes(body=main.body.with_changes(body=inner))
+    if early:
+        _join_before_work(rest, ctx)
+
+
+def _join_before_work(rest: list[Any], ctx: Context) -> int | None:
+    """``setup_distributed()`` before the first top-level statement that does work."""
+    defines = (cst.FunctionDef, cst.ClassDef)
+    work = next((i for i, s in enumerate(rest) if not isinstance(s, defines)), None)
+    if work is None:
+        return None
+    first = rest[work]
+    setup = stmt("setup_distributed()\n").with_changes(leading_lines=first.leading_lines)
+    rest[work] = first.with_changes(leading_lines=[cst.EmptyLine()])
+    rest.insert(work, setup)
+    ctx.change(first, _("the script joins the process group here, before it needs it"))
+    return work
 
 
 def _is_loop(statement: cst.BaseStatement) -> bool:
@@ -147,21 +184,16 @@ def _wrap_top_level(rest: list[Any], ctx: Context) -> None:
     """No main block: join before the first statement that does work; from the first loop
     after the last function or class on, the script runs in a try whose finally leaves."""
     defines = (cst.FunctionDef, cst.ClassDef)
-    work = next((i for i, s in enumerate(rest) if not isinstance(s, defines)), None)
+    last_def = max((i for i, s in enumerate(rest) if isinstance(s, defines)), default=-1)
+    work = _join_before_work(rest, ctx)
     if work is None:
         return
-    last_def = max((i for i, s in enumerate(rest) if isinstance(s, defines)), default=-1)
-    compound = (i for i, s in enumerate(rest) if i > last_def and i >= work and _is_loop(s))
-    tail = next(compound, len(rest))
-    if tail >= len(rest):  # nothing runs after the last definition: leave at the very end
+    loops = (i for i, s in enumerate(rest) if i > max(last_def + 1, work) and _is_loop(s))
+    tail = next(loops, None)
+    if tail is None:  # no loop after the last definition: leave at the very end
         rest.append(stmt("cleanup_distributed()\n"))
     else:
         rest[tail:] = [_try_finally(rest[tail:])]
-    first = rest[work]
-    setup = stmt("setup_distributed()\n").with_changes(leading_lines=first.leading_lines)
-    rest[work] = first.with_changes(leading_lines=[cst.EmptyLine()] if work != tail else [])
-    rest.insert(work, setup)
-    ctx.change(first, _("the script joins the process group, and leaves it at the end"))
 
 
 def _blank_before(statement: Any) -> Any:
