@@ -68,7 +68,10 @@ def body(extra: str) -> str:
         ),
         ('torch.device("cuda", 0)', "DEVICE"),
         ('torch.device("cpu")', 'torch.device("cpu")'),
-        ("args.device", "args.device"),
+        ("args.device", "DEVICE"),
+        ("torch.device(args.device)", "DEVICE"),
+        ("torch.device(device_name)", "torch.device(device_name)"),
+        ("self.device", "self.device"),
     ],
 )
 def test_every_spelling_of_the_gpu_becomes_this_process_device(before, after):
@@ -84,6 +87,8 @@ def test_every_spelling_of_the_gpu_becomes_this_process_device(before, after):
         ("x = x.to(0)", "x = x.to(DEVICE)"),
         ('x = x.to("cuda:0")', "x = x.to(DEVICE)"),
         ("x = x.to(torch.float16)", "x = x.to(torch.float16)"),
+        ("x = x.to(cfg.device)", "x = x.to(DEVICE)"),
+        ("x = x.to(y.device)", "x = x.to(y.device)"),
         ("x = torch.zeros(2, device=0)", "x = torch.zeros(2, device=DEVICE)"),
         ('x = torch.zeros(2, device="cuda")', "x = torch.zeros(2, device=DEVICE)"),
         ('x = torch.load("a.pt")', 'x = torch.load("a.pt", map_location=DEVICE)'),

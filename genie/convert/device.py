@@ -21,8 +21,14 @@ _AVAILABLE = ("cuda.is_available", "accelerator.is_available", "mps.is_available
 _DEVICE_NAME = re.compile(r"(.*[._])?(device|dev|gpu|gpu_id|gpu_idx|gpu_index|device_id)")
 
 
+CONFIG_NAMES = ("args", "opt", "opts", "cfg", "config", "hparams", "params", "FLAGS", "conf")
+
+
 def names_gpu(node: cst.BaseExpression) -> bool:
-    """A literal device that means "the GPU": "cuda", "cuda:0", 0, or the accelerator."""
+    """A device that means "the GPU": "cuda", "cuda:0", 0, the accelerator, or the one a
+    flag chose (``args.device``): under torchrun each process needs its own."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "device":
+        return isinstance(node.value, cst.Name) and node.value.value in CONFIG_NAMES
     if isinstance(node, cst.SimpleString):
         return bool(_GPU_STRING.match(node.value))
     if isinstance(node, cst.Integer):
@@ -82,7 +88,8 @@ class DeviceRewrite(Rewrite):
         targets = [dotted(t.target).lower() for t in updated.targets]
         value = updated.value
         literal = isinstance(value, (cst.SimpleString, cst.Integer))
-        if literal and any(_DEVICE_NAME.fullmatch(t) for t in targets):
+        flag = isinstance(value, cst.Attribute)  # device = args.device, whatever the name
+        if flag or literal and any(_DEVICE_NAME.fullmatch(t) for t in targets):
             if names_gpu(value):
                 self.ctx.change(original, _("{v} -> DEVICE").format(v=code(value)))
                 return updated.with_changes(value=expr(DEVICE))
