@@ -368,6 +368,14 @@ if __name__ == "__main__":
     assert out.endswith("    finally:\n        cleanup_distributed()\n")
 
 
+def test_a_bare_main_call_runs_in_the_try():
+    source = TRAIN.format(extra="").replace('if __name__ == "__main__":\n    main()', "main()")
+    out = convert(source).code
+    assert out.endswith(
+        "\nsetup_distributed()\n\ntry:\n    main()\nfinally:\n    cleanup_distributed()\n"
+    )
+
+
 def test_comments_and_layout_survive():
     source = TRAIN.replace("    for epoch", "    # two epochs are plenty\n    for epoch")
     out = converted(source.format(extra=""))

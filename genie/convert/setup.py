@@ -182,15 +182,17 @@ def _is_loop(statement: cst.BaseStatement) -> bool:
 
 def _wrap_top_level(rest: list[Any], ctx: Context) -> None:
     """No main block: join before the first statement that does work; from the first loop
-    after the last function or class on, the script runs in a try whose finally leaves."""
-    defines = (cst.FunctionDef, cst.ClassDef)
-    last_def = max((i for i, s in enumerate(rest) if isinstance(s, defines)), default=-1)
+    after the last function or class on (or, with no loop there, everything after it, such
+    as a bare ``main()``), the script runs in a try whose finally leaves."""
     work = _join_before_work(rest, ctx)
     if work is None:
         return
-    loops = (i for i, s in enumerate(rest) if i > max(last_def + 1, work) and _is_loop(s))
-    tail = next(loops, None)
-    if tail is None:  # no loop after the last definition: leave at the very end
+    defines = (cst.FunctionDef, cst.ClassDef)
+    last_def = max((i for i, s in enumerate(rest) if isinstance(s, defines)), default=-1)
+    after = [i for i in range(max(last_def, work) + 1, len(rest))] if last_def >= 0 else []
+    loops = [i for i in range(work + 1, len(rest)) if i > last_def and _is_loop(rest[i])]
+    tail = loops[0] if loops else after[0] if after else None
+    if tail is None:
         rest.append(stmt("cleanup_distributed()\n"))
     else:
         rest[tail:] = [_try_finally(rest[tail:])]
