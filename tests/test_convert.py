@@ -324,6 +324,16 @@ def test_progress_and_files_come_from_rank_0_with_a_barrier_before_reading():
     assert 'torch.save(model.module.state_dict(), "m.pt")\n    dist.barrier()\n' in out
 
 
+def test_experiment_loggers_exist_and_log_on_rank_0_only():
+    source = TRAIN.replace(
+        "    for epoch", "    writer = SummaryWriter(log_dir='runs')\n    for epoch"
+    ).replace("print(epoch)", "writer.add_scalar('epoch', epoch)")
+    out = converted(source.format(extra="    writer.close()"))
+    assert "    writer = SummaryWriter(log_dir='runs') if RANK == 0 else None\n" in out
+    assert "        if RANK == 0:\n            writer.add_scalar('epoch', epoch)\n" in out
+    assert "    if RANK == 0:\n        writer.close()\n" in out
+
+
 def test_a_print_that_runs_the_scripts_own_code_stays_on_every_rank():
     source = TRAIN.replace("print(epoch)", "print(evaluate(model))")
     source += "\ndef evaluate(m):\n    return 0\n"

@@ -59,7 +59,9 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
     found = loaders.find(tree)
     tree = tree.visit(loaders.LoaderRewrite(ctx, found))
-    tree = tree.visit(rank0.Rank0Rewrite(ctx, barrier=rank0.reads_files(tree)))
+    tree = tree.visit(
+        rank0.Rank0Rewrite(ctx, barrier=rank0.reads_files(tree), loggers=rank0.loggers(tree))
+    )
     tree = rank0.merge_guards(tree)
     tree = setup.apply(tree, ctx)
     if "DDP" not in ctx.uses:

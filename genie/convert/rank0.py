@@ -3,12 +3,12 @@ the script later reads what was written, and progress bars show on rank 0 only."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 import libcst as cst
 
-from genie.convert.base import RANK, Context, Rewrite, calls, code, dotted, expr, stmt
+from genie.convert.base import RANK, Context, Rewrite, calls, code, dotted, expr, stmt, walk
 from genie.i18n import _
 
 PRINTS = ("print", "pprint", "tqdm.write", "pbar.write")
@@ -53,15 +53,30 @@ def _opens_for_writing(node: cst.With) -> bool:
     return False
 
 
+LOGGER_FACTORIES = ("SummaryWriter", "wandb.init")
+
+
+def loggers(module: cst.Module) -> set[str]:
+    """Names bound to an experiment logger: ``writer = SummaryWriter()``, ``run = wandb.init()``."""
+    found = set()
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            value = node.value
+            if isinstance(value, cst.Call) and calls(value, *LOGGER_FACTORIES) == [value]:
+                found.add(code(node.targets[0].target))
+    return found
+
+
 def reads_files(module: cst.Module) -> bool:
     """Whether the script reads back a file (a checkpoint) it may have written."""
     return bool(calls(module, "torch.load", "load_checkpoint"))
 
 
 class Rank0Rewrite(Rewrite):
-    def __init__(self, ctx: Context, barrier: bool) -> None:
+    def __init__(self, ctx: Context, barrier: bool, loggers: Set[str] = frozenset()) -> None:
         super().__init__(ctx)
         self.barrier = barrier
+        self.loggers = loggers
         self._inside: list[cst.CSTNode] = []  # the statement that runs on rank 0 only
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -92,7 +107,25 @@ class Rank0Rewrite(Rewrite):
             return None
         if _is_print(small.value):
             return "print" if not self._runs_script_code(small.value) else None
+        if self._logs(small.value):
+            return "log"
         return "write" if _is_write(small.value) else None
+
+    def _logs(self, call: cst.Call) -> bool:
+        """``writer.add_scalar(...)``, ``writer.close()``, ``wandb.log(...)``."""
+        name = dotted(call.func)
+        owner = name.rpartition(".")[0]
+        return owner in self.loggers or name.startswith("wandb.") and name != "wandb.init"
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        """The logger exists on rank 0 only: ``writer = SummaryWriter() if RANK == 0 else None``."""
+        if len(updated.targets) != 1 or code(updated.targets[0].target) not in self.loggers:
+            return updated
+        if not isinstance(updated.value, cst.Call):
+            return updated
+        self.ctx.change(original, _("the logger is created on rank 0 only (None elsewhere)"))
+        value = cst.IfExp(test=expr(f"{RANK} == 0"), body=updated.value, orelse=cst.Name("None"))
+        return updated.with_changes(value=value)
 
     def _runs_script_code(self, call: cst.Call) -> bool:
         """A print that calls the script's own functions (``print(evaluate(model))``) stays
@@ -111,6 +144,8 @@ class Rank0Rewrite(Rewrite):
     def _record(self, node: cst.CSTNode, kind: str) -> None:
         if kind == "print":
             self.ctx.change(node, _("printed on rank 0 only"))
+        elif kind == "log":
+            self.ctx.change(node, _("logged on rank 0 only"))
         else:
             what = _("written by rank 0 only")
             if self.barrier:

@@ -1,7 +1,8 @@
-# A top-level script with tqdm progress bars and no main block.
+# A top-level script with tqdm progress bars, TensorBoard, and no main block.
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 torch.manual_seed(0)
@@ -13,6 +14,7 @@ train_loader = DataLoader(TensorDataset(inputs, targets), batch_size=16, shuffle
 
 model = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.Linear(24, 1)).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+writer = SummaryWriter("runs/tqdm_loop")
 
 for epoch in range(2):
     model.train()
@@ -25,3 +27,5 @@ for epoch in range(2):
         optimizer.step()
         progress.set_postfix(loss=f"{loss.item():.4f}")
     tqdm.write(f"epoch {epoch} done, last loss {loss.item():.4f}")
+    writer.add_scalar("loss", loss.item(), epoch)
+writer.close()

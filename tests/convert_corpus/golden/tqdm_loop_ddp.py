@@ -1,7 +1,8 @@
-# A top-level script with tqdm progress bars and no main block.
+# A top-level script with tqdm progress bars, TensorBoard, and no main block.
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 import gc
 import os
@@ -47,6 +48,7 @@ train_loader = DataLoader(
 model = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.Linear(24, 1)).to(device)
 model = DDP(model, device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+writer = SummaryWriter("runs/tqdm_loop") if RANK == 0 else None
 
 try:
     for epoch in range(2):
@@ -62,5 +64,8 @@ try:
             progress.set_postfix(loss=f"{loss.item():.4f}")
         if RANK == 0:
             tqdm.write(f"epoch {epoch} done, last loss {loss.item():.4f}")
+            writer.add_scalar("loss", loss.item(), epoch)
+    if RANK == 0:
+        writer.close()
 finally:
     cleanup_distributed()
