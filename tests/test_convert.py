@@ -570,3 +570,15 @@ def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine,
     assert (gpus.nproc, gpus.backend) == (8, "nccl") and "CUDA_VISIBLE_DEVICES" not in gpus.env
     one = check.plan(CORPUS / "x.py", [], dataclasses.replace(gpu_machine, gpus=1))
     assert (one.nproc, one.backend) == (2, "gloo")
+
+
+def test_a_failed_write_is_a_one_line_error_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from genie.convert import files
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", full_disk)
+    with pytest.raises(GenieError, match="cannot write .*t.py: No space left on device"):
+        files.write({tmp_path / "t.py": "x = 1\n"})
+    assert list(tmp_path.iterdir()) == []

@@ -109,13 +109,20 @@ def check_writable(script: Path, files: dict[Path, str], force: bool) -> None:
 def write(files: dict[Path, str]) -> None:
     """Each file through a temporary file in its directory, so none is ever half-written."""
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(temp, 0o755 if path.suffix == ".sh" else 0o644)
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+            _write(path, text)
+        except OSError as err:
+            raise GenieError(_("cannot write {p}: {e}").format(p=path, e=err.strerror)) from None
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temp, 0o755 if path.suffix == ".sh" else 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
