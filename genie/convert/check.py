@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import probe
+from genie import probe, smoke_process
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import KILL_GRACE, SmokePlan, SmokeResult, _kill_tree, _pump
+from genie.smoke import SmokePlan, SmokeResult
 
 CPU_PROCESSES = 2
 
@@ -101,37 +98,13 @@ def run(
         with tempfile.TemporaryDirectory(prefix="genie-check-") as temporary:
             return run(script, args, machine, timeout, echo, python, Path(temporary))
     p = plan(script.absolute(), args, machine, python)
-    lines: list[str] = []
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        p.argv,
-        cwd=cwd,
-        env={**os.environ, **p.env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        start_new_session=True,  # its own process group: a timeout kills every rank
-    )
-    reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_tree(proc)
-    except BaseException:
-        _kill_tree(proc)
-        raise
-    reader.join(timeout=KILL_GRACE)
+    run_ = smoke_process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
+    lines, timed_out = run_.lines, run_.timed_out
     reports = parse(lines)
-    problems = judge(p, proc.returncode, reports)
+    problems = judge(p, run_.returncode, reports)
     if timed_out:
         problems.insert(
             0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
         )
-    seconds = time.perf_counter() - started
     report = reports[0] if len(reports) == 1 else None
-    return SmokeResult(p, proc.returncode, seconds, timed_out, report, problems)
+    return SmokeResult(p, run_.returncode, run_.seconds, timed_out, report, problems)
