@@ -88,13 +88,6 @@ def load_state(path: Path) -> dict:
     )  # tensors and plain data
 
 
-def rng_states() -> list[dict]:
-    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
-    states: list = [None] * dist.get_world_size()
-    dist.all_gather_object(states, dist_utils.rng_state())
-    return states
-
-
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
     """What a checkpoint holds; every rank calls it (it gathers)."""
     # Gathered whole onto rank 0's CPU (a collective), keyed by parameter name: it loads
@@ -109,7 +102,7 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
         "optimizer": optimizer_state,
         "scaler": scaler.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "rng": rng_states(),
+        "rng": dist_utils.all_rng_states(),
         **asdict(position),
     }
 

@@ -92,6 +92,16 @@ class Classifier(L.LightningModule):
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Every rank runs this hook; rank 0 writes the file with all ranks' RNG states.
+        checkpoint["rng"] = dist_utils.all_rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if (
+            len(checkpoint.get("rng", ())) == self.trainer.world_size
+        ):  # else fresh seeds
+            dist_utils.set_rng_state(checkpoint["rng"][self.global_rank])
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
         loss = nn.functional.cross_entropy(self.net(**batch), labels)
