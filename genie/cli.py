@@ -15,6 +15,7 @@ from genie.i18n import _
 from genie.spec import FIELDS
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
+DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
 
 
 def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -93,7 +94,7 @@ def new(
     machine = detect.machine()
     if yes:
         project = spec.build_spec(raw, machine)
-        ui.summary(project)
+        ui.summary(project, machine)
     else:
         if not sys.stdin.isatty():
             raise GenieError(
@@ -101,17 +102,26 @@ def new(
             )
         from genie import wizard
 
-        project = spec.build_spec(raw, machine, ask=wizard.make_ask(machine))
-        ui.summary(project)
-        if not wizard.confirm(project):
-            raise Aborted(_("nothing written"))
+        chosen = wizard.run(raw, machine, show=lambda s: ui.summary(s, machine))
+        if chosen is None:
+            ui.info(_("Cancelled: nothing written."))
+            sys.exit(DECLINED)
+        project = chosen
     render.write_project(target, render.render(project), force=force)
     ui.files(str(directory), render.project_files(project))
     from genie import launch
 
     ui.commands(str(directory), launch.commands(project))
     if run_smoke:
-        _smoke(project, target, machine, smoke_timeout, asked=False)
+        try:
+            _smoke(project, target, machine, smoke_timeout, asked=False)
+        except KeyboardInterrupt:
+            raise Aborted(
+                _(
+                    "smoke test interrupted; the project was written to {d}: "
+                    "run `genie smoke {d}` to test it"
+                ).format(d=directory)
+            ) from None
 
 
 @cli.command()
@@ -157,6 +167,7 @@ def _smoke(
             raise GenieError(_("cannot smoke-test here: ") + why)
         ui.warn(_("smoke test not run: ") + why)
         return
+    smoke_mod.require_packages(project, python)  # before announcing a run
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
     ui.verdict(result)
