@@ -137,3 +137,92 @@ def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, mo
         "no more input; answer every question, or pass --yes and flags" in capsys.readouterr().err
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- the first hour (issue 13)
+
+
+def _new(tmp_path, *args: str):
+    return run_genie("new", "proj", "--yes", "--no-smoke", *args, cwd=tmp_path)
+
+
+def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
+    from genie import launch, render
+    from genie.detect import Machine
+    from genie.spec import build_spec
+
+    args = ["--nodes", "2", "--master-addr", "a-rather-long-hostname.example.org",
+            "--gpus-per-node", "4", "--master-port", "29555"]  # fmt: skip
+    result = run_genie("new", "proj", "--yes", "--no-smoke", *args, cwd=tmp_path, COLUMNS="60")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    machine = Machine(gpus=0, torch=None, python="3.11", hostname="h")
+    raw = dict(zip([a[2:].replace("-", "_") for a in args[::2]], args[1::2]))
+    project = build_spec({"name": "proj", **raw}, machine)
+    for command in launch.commands(project):
+        whole = launch.shell_join(command.argv)
+        assert len(whole) > 60 and any(line.strip() == whole for line in lines)
+    for path, what in render.project_files(project):
+        assert any(path in line and what in line for line in lines), path
+
+
+def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
+    tmp_path, monkeypatch, capsys
+):
+    from genie import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_smoke", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["new", str(tmp_path / "proj"), "--yes"])
+    assert exit_.value.code == 130
+    err = capsys.readouterr().err
+    assert "smoke test interrupted; the project was written to" in err
+    assert "genie smoke" in err and "nothing written" not in err
+    assert (tmp_path / "proj" / "train.py").is_file()
+    assert cli.DECLINED == 1
+
+
+def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monkeypatch, capsys):
+    from genie import cli, smoke
+
+    assert _new(tmp_path).returncode == 0
+    monkeypatch.setattr(smoke, "missing_packages", lambda spec, python: ["tqdm"])
+    monkeypatch.setattr(smoke, "unavailable", lambda spec, machine: None)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["smoke", str(tmp_path / "proj")])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 1 and "lacks tqdm" in err
+    assert "Smoke test" not in out
+
+
+def test_the_verdict_lists_what_the_smoke_did_not_test(cpu_machine):
+    from pathlib import Path
+
+    from genie import smoke
+    from genie.spec import build_spec
+
+    project = build_spec(
+        {"name": "p", "torch": "1.13", "python": "3.10", "gpus_per_node": 2,
+         "precision": "fp16"}, cpu_machine,
+    )  # fmt: skip
+    notes = "\n".join(smoke.plan(project, cpu_machine, Path("/tmp/x")).notes)
+    assert "ran on torch 2.14.1; the project targets torch 1.13" in notes
+    assert "ran on Python 3.11; the project targets Python 3.10" in notes
+    assert "genie smoke --python" in notes
+    assert "NCCL" in notes and "run `genie smoke` on a GPU node" in notes
+    same = build_spec({"name": "p"}, cpu_machine)
+    assert smoke.plan(same, cpu_machine, Path("/tmp/x")).notes == ()
+
+
+def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, capsys):
+    from genie import ui
+    from genie.spec import build_spec
+
+    ui.summary(build_spec({"name": "p", "nodes": 2}, cpu_machine), cpu_machine)
+    assert "master address is this machine's hostname (node0.cluster)" in capsys.readouterr().out
+    ui.summary(build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, cpu_machine),
+               cpu_machine)  # fmt: skip
+    assert "master address" not in capsys.readouterr().out
