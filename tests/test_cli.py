@@ -226,3 +226,36 @@ def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, c
     ui.summary(build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, cpu_machine),
                cpu_machine)  # fmt: skip
     assert "master address" not in capsys.readouterr().out
+
+
+def test_help_shows_defaults_examples_and_unverified_versions(tmp_path):
+    out = run_genie("new", "--help", cwd=tmp_path).stdout
+    assert "Examples:" in out and "genie new ../demo --yes" in out
+    assert "default: 29500" in out and "default: ddp" in out
+    assert "2.15 (unverified)" in out
+
+
+def test_an_unknown_flag_suggests_the_nearest(tmp_path):
+    result = run_genie("new", "proj", "--gpu", "2", cwd=tmp_path)
+    assert result.returncode == 2 and "Did you mean '--gpus-per-node'?" in result.stderr
+
+
+def _complete(shell: str, words: str, tmp_path) -> str:
+    cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    out = run_genie(
+        cwd=tmp_path, _GENIE_COMPLETE=f"{shell}_complete", COMP_WORDS=words, COMP_CWORD=cword
+    ).stdout
+    return " ".join(line.split(",", 1)[-1] for line in out.splitlines())  # bash: "plain,new"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_scripts_exist(tmp_path, shell):
+    script = run_genie(cwd=tmp_path, _GENIE_COMPLETE=f"{shell}_source").stdout
+    assert "_GENIE_COMPLETE" in script and f"{shell}_complete" in script
+
+
+def test_completion_of_subcommands_flags_and_choices(tmp_path):
+    assert {"new", "smoke", "doctor"} <= set(_complete("bash", "genie ", tmp_path).split())
+    assert "--gpus-per-node" in _complete("bash", "genie new x --gpus", tmp_path).split()
+    assert _complete("bash", "genie new x --framework l", tmp_path).split() == ["lightning"]
+    assert _complete("bash", "genie new x --torch 2.1", tmp_path).split()[:2] == ["2.15", "2.14"]
