@@ -9,10 +9,10 @@ from typing import Any, Callable
 import click
 
 from genie import __version__, contract
+from genie.compat import NEWEST
 from genie.errors import Aborted, GenieError, SmokeFailed
 from genie.fields import Field
 from genie.i18n import _
-from genie.compat import NEWEST
 from genie.spec import FIELDS
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
