@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pexpect
@@ -76,3 +77,19 @@ def test_ctrl_d_at_a_prompt_exits_130_pointing_to_yes(tmp_path):
     child.close()
     assert child.exitstatus == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_launch_commands_are_one_line_each_in_a_60_column_terminal(tmp_path):
+    child = pexpect.spawn(
+        sys.executable, ["-m", "genie", "new", "proj", "--yes", "--no-smoke", "--nodes", "2",
+                         "--master-addr", "a-rather-long-hostname.example.org",
+                         "--gpus-per-node", "4"],
+        cwd=str(tmp_path), env={**ENV, "COLUMNS": "60"}, encoding="utf-8", timeout=60,
+        dimensions=(40, 60),
+    )  # fmt: skip
+    output = re.sub(r"\x1b\[[0-9;]*m", "", child.read())  # dim and bold stay under NO_COLOR
+    child.close()
+    assert child.exitstatus == 0, output
+    commands = [x.strip() for x in output.splitlines() if x.strip().startswith("torchrun ")]
+    assert len(commands) == 2 and all(len(c) > 60 for c in commands)
+    assert all(c.endswith("train.py") for c in commands), commands
