@@ -39,7 +39,6 @@ class Field:
     applies: Callable[[Answers], bool] = _always
     normalize: Callable[[str], str] | None = None
     choice_help: dict[str, str] | None = None  # one line per choice, for the wizard
-    available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
     warnings: dict[str, str] | None = None  # printed when that choice is made
     marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")

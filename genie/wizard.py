@@ -37,9 +37,9 @@ _DETECTED: dict[str, Callable[[Machine], str | None]] = {
 
 
 def _hint(field: Field, machine: Machine) -> str:
-    """The question's hint. It ends with a space, so the answer never runs into it."""
+    """The question's hint (questionary puts a space after it, except for yes/no)."""
     detected = _DETECTED.get(field.name, lambda m: None)(machine)
-    return f"({field.help}" + (f" {detected}." if detected else "") + ") "
+    return f"({field.help}" + (f" {detected}." if detected else "") + ")"
 
 
 def _validator(field: Field, answers: Answers) -> Callable[[str], Any]:
@@ -69,7 +69,7 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
                 return offered[0]
             yes_no = _("(Y/n)") if default else _("(y/N)")
             question = questionary.confirm(
-                field.question, default=bool(default), instruction=f"{hint}{yes_no} ",
+                field.question, default=bool(default), instruction=f"{hint} {yes_no} ",  # the trailing space: "(y/N) No", not "(y/N)No"
                 **prompt_kwargs,
             )  # fmt: skip
         elif field.choices:

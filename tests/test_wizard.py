@@ -217,7 +217,27 @@ def test_defaults_pass_the_same_rules(cpu_machine):
     assert spec.python == "3.10"
 
 
-def test_a_hint_never_runs_into_the_answer(cpu_machine):
+def _screen(machine, field_name: str, default, keys: str) -> str:
+    """What a terminal shows for one question, escape sequences removed."""
+    import io
+    import re
+
+    from prompt_toolkit.data_structures import Size
+    from prompt_toolkit.output.vt100 import Vt100_Output
+
     from genie.spec import FIELD_BY_NAME
 
-    assert wizard._hint(FIELD_BY_NAME["compile"], cpu_machine).endswith(") ")
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=200), term="dumb")
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        ask = wizard.make_ask(machine, input=pipe, output=output)
+        ask(FIELD_BY_NAME[field_name], default, {"torch": "2.14", "python": "3.11"})
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue())
+
+
+def test_a_hint_never_runs_into_the_answer(cpu_machine):
+    shown = _screen(cpu_machine, "compile", False, "n" + ENTER)
+    assert "slower.) (y/N) No" in shown and ".)No" not in shown
+    shown = _screen(cpu_machine, "batch_size", 32, ENTER)
+    assert "accumulation steps.)  32" in shown or "accumulation steps.) 32" in shown
