@@ -68,8 +68,9 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
             if len(offered) == 1:  # the rules leave one value: nothing to ask
                 return offered[0]
             yes_no = _("(Y/n)") if default else _("(y/N)")
+            # The trailing space: "(y/N) No", not "(y/N)No".
             question = questionary.confirm(
-                field.question, default=bool(default), instruction=f"{hint} {yes_no} ",  # the trailing space: "(y/N) No", not "(y/N)No"
+                field.question, default=bool(default), instruction=f"{hint} {yes_no} ",
                 **prompt_kwargs,
             )  # fmt: skip
         elif field.choices:
