@@ -35,6 +35,8 @@ def test_every_framework_and_task_generates_and_passes_its_smoke_test(tmp_path, 
     assert report["world_size"] == expected_world and report["params_in_sync"] is True
     assert report["steps"] >= 8 and "PASS" in result.stdout
     assert 0 <= report["val_accuracy"] <= 1 and report["checkpoint_loads"] is True
+    # the run ends with one summary line (before the report)
+    assert len([x for x in result.stdout.splitlines() if "done: " in x and " epochs" in x]) == 1
     if framework in ("ddp", "dp"):
         # the plain loops draw their bar only on a terminal: in genie's pipe it is off, so
         # no log line is glued onto it
