@@ -284,6 +284,73 @@ def _load_project(directory: Path) -> Any:
     return spec.build_spec(answers_mod.load_answers(answers), detect.machine())
 
 
+@cli.command()
+@click.argument("script", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Converted script [SCRIPT_ddp.py]."
+)
+@click.option(
+    "--nproc-per-node", type=click.IntRange(min=1), help="Processes per node [GPUs here, or 2]."
+)
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Nodes to train on (2 or more also writes a multi-node launch script).",
+)
+@click.option("--master-addr", help="Node 0's hostname or IP (several nodes).")
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    default=29500,
+    show_default=True,
+    help="Node 0's rendezvous port (several nodes).",
+)
+@click.option(
+    "--check/--no-check",
+    "run_check",
+    default=True,
+    help="Prove it: train on 2 processes under torchrun, parameters in sync at the end.",
+)
+@click.option("--check-args", default="", help='Arguments for the check run, e.g. "--epochs 1".')
+@click.option(
+    "--check-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Where the check runs (relative paths resolve there) [a new temporary directory].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds before the check is killed.",
+)
+@click.option("--force", is_flag=True, help="Replace existing output files (never SCRIPT).")
+@click.option("--yes", "-y", is_flag=True, help="Write without asking.")
+def convert(
+    script: Path,
+    output: Path | None,
+    nproc_per_node: int | None,
+    nodes: int,
+    master_addr: str | None,
+    master_port: int,
+    run_check: bool,
+    check_args: str,
+    check_dir: Path | None,
+    timeout: float,
+    force: bool,
+    yes: bool,
+) -> None:
+    """Turn a single-device training SCRIPT into a DDP script for torchrun, and prove it."""
+    from genie.convert import command
+
+    command.run(
+        script, output, nproc_per_node, nodes, master_addr, master_port,
+        check_args if run_check else None, check_dir, timeout, force, yes,
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors print one line and exit non-zero, never a traceback."""
     try:

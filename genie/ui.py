@@ -91,11 +91,11 @@ def stream(line: str) -> None:
     console().print("  │ " + line, markup=False, style="dim", soft_wrap=True)
 
 
-def verdict(result: SmokeResult) -> None:
+def verdict(result: SmokeResult, title: str | None = None) -> None:
     from rich.table import Table
 
     p, r = result.plan, result.report or {}
-    table = Table(title=_("Smoke test"), show_header=False)
+    table = Table(title=title or _("Smoke test"), show_header=False)
     if p.devices is not None:
         tested = _("1 process (DataParallel over {n} device(s)), {device}, {precision}")
     else:
