@@ -15,6 +15,7 @@ import datetime
 import functools
 import logging
 import os
+import sys
 import time
 
 import lightning as L
@@ -258,6 +259,8 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        enable_progress_bar=sys.stderr.isatty(),
     )
 
 

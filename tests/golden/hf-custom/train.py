@@ -143,6 +143,8 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         seed=args.seed + int(os.environ.get("RANK", "0")),
         data_seed=args.seed,
         torch_compile=args.compile,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        disable_tqdm=not sys.stderr.isatty(),
     )
 
 

@@ -14,6 +14,7 @@ import argparse
 import datetime
 import logging
 import os
+import sys
 import time
 
 import lightning as L
@@ -233,6 +234,8 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        enable_progress_bar=sys.stderr.isatty(),
     )
 
 
