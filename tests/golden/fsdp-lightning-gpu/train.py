@@ -15,6 +15,7 @@ import datetime
 import functools
 import logging
 import os
+import sys
 import time
 
 import lightning as L
@@ -268,7 +269,24 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        enable_progress_bar=sys.stderr.isatty(),
     )
+
+
+def summary_line(args: argparse.Namespace, trainer: L.Trainer) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    best = trainer.checkpoint_callback
+    score = getattr(best, "best_model_score", None)
+    line = f"done: {trainer.current_epoch}/{args.epochs} epochs, "
+    if score is not None:
+        line += (
+            f"best validation accuracy {float(score):.4f} in {best.best_model_path}; "
+        )
+    line += f"checkpoints in {args.checkpoint_dir}/ (last.ckpt, best-*.ckpt)"
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
 
 
 def train(args: argparse.Namespace) -> None:
@@ -290,6 +308,8 @@ def train(args: argparse.Namespace) -> None:
     trainer.fit(
         module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )
+    if trainer.is_global_zero:
+        log.info(summary_line(args, trainer))
     if args.smoke:
         import smoke_check
 
