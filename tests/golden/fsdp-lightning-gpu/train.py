@@ -16,12 +16,10 @@ import functools
 import logging
 import os
 import sys
-import time
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import FSDPStrategy
 from torch import nn
 from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
@@ -33,6 +31,7 @@ from config import parse_args
 from evaluation import real_samples, split_dataset
 from model import build_model, shard_units
 from optim import build_optimizer, lr_schedule
+from tracking import Throughput, make_logger
 
 log = logging.getLogger("train")
 
@@ -45,9 +44,8 @@ class DataModule(L.LightningDataModule):
         self.args = args
 
     def prepare_data(self) -> None:
-        data.prepare(
-            self.args
-        )  # downloads: once per node, before setup() on every rank
+        # Downloads: once per node (local rank 0), before setup() on every rank.
+        data.prepare(self.args)
 
     def setup(self, stage: str) -> None:
         self.train_set, self.val_set = split_dataset(self.args)
@@ -176,45 +174,6 @@ class Classifier(L.LightningModule):
         # every shard, which only the FSDP root module's clip_grad_norm_ computes.
         if gradient_clip_val:
             self.trainer.strategy.model.clip_grad_norm_(gradient_clip_val)
-
-
-class Throughput(Callback):
-    """Logs samples/s every --log-every steps; the progress bar shows the ETA."""
-
-    def __init__(self, every: int, global_batch: int) -> None:
-        self.every, self.global_batch = every, global_batch
-        self.since, self.since_step = time.perf_counter(), 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if step - self.since_step >= self.every and trainer.logger is not None:
-            now = time.perf_counter()
-            rate = (step - self.since_step) * self.global_batch / (now - self.since)
-            trainer.logger.log_metrics({"train/samples_per_s": rate}, step=step)
-            self.since, self.since_step = now, step
-
-
-def make_logger(args: argparse.Namespace):
-    """The tracker; Lightning's loggers write from global rank 0 only."""
-    try:
-        if args.tracker == "tensorboard":
-            return TensorBoardLogger(save_dir=str(args.log_dir), name="", version="")
-        if args.tracker == "wandb":
-            from lightning.pytorch.loggers import WandbLogger
-
-            return WandbLogger(project="proj", config=vars(args))
-        if args.tracker == "mlflow":
-            from lightning.pytorch.loggers import MLFlowLogger
-
-            return MLFlowLogger(
-                experiment_name="proj",
-                tracking_uri=os.environ.get("MLFLOW_TRACKING_URI"),
-            )
-    except (ImportError, ModuleNotFoundError) as err:
-        raise SystemExit(
-            f"--tracker {args.tracker}: {err}; pip install it, or pass --tracker none"
-        ) from None
-    return False
 
 
 def fsdp_strategy(module: Classifier, timeout: datetime.timedelta) -> FSDPStrategy:

@@ -15,12 +15,10 @@ import datetime
 import logging
 import os
 import sys
-import time
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 from torch.utils.data import DataLoader
@@ -31,6 +29,7 @@ from config import parse_args
 from evaluation import real_samples, split_dataset
 from model import build_model
 from optim import build_optimizer, lr_schedule
+from tracking import Throughput, make_logger
 
 log = logging.getLogger("train")
 
@@ -43,9 +42,8 @@ class DataModule(L.LightningDataModule):
         self.args = args
 
     def prepare_data(self) -> None:
-        data.prepare(
-            self.args
-        )  # downloads: once per node, before setup() on every rank
+        # Downloads: once per node (local rank 0), before setup() on every rank.
+        data.prepare(self.args)
 
     def setup(self, stage: str) -> None:
         self.train_set, self.val_set = split_dataset(self.args)
@@ -162,45 +160,6 @@ class Classifier(L.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
         }
-
-
-class Throughput(Callback):
-    """Logs samples/s every --log-every steps; the progress bar shows the ETA."""
-
-    def __init__(self, every: int, global_batch: int) -> None:
-        self.every, self.global_batch = every, global_batch
-        self.since, self.since_step = time.perf_counter(), 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if step - self.since_step >= self.every and trainer.logger is not None:
-            now = time.perf_counter()
-            rate = (step - self.since_step) * self.global_batch / (now - self.since)
-            trainer.logger.log_metrics({"train/samples_per_s": rate}, step=step)
-            self.since, self.since_step = now, step
-
-
-def make_logger(args: argparse.Namespace):
-    """The tracker; Lightning's loggers write from global rank 0 only."""
-    try:
-        if args.tracker == "tensorboard":
-            return TensorBoardLogger(save_dir=str(args.log_dir), name="", version="")
-        if args.tracker == "wandb":
-            from lightning.pytorch.loggers import WandbLogger
-
-            return WandbLogger(project="proj", config=vars(args))
-        if args.tracker == "mlflow":
-            from lightning.pytorch.loggers import MLFlowLogger
-
-            return MLFlowLogger(
-                experiment_name="proj",
-                tracking_uri=os.environ.get("MLFLOW_TRACKING_URI"),
-            )
-    except (ImportError, ModuleNotFoundError) as err:
-        raise SystemExit(
-            f"--tracker {args.tracker}: {err}; pip install it, or pass --tracker none"
-        ) from None
-    return False
 
 
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
