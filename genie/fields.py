@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from genie import compat
 from genie.detect import Machine
 from genie.errors import SpecError
 from genie.i18n import _
@@ -119,3 +122,60 @@ def _number(value: float | None) -> str:
     if value is None:
         return ""
     return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+# ---------------------------------------------------------------- value checks
+
+
+def check_name(value: str) -> str | None:
+    if _NAME_RE.match(value) and ".." not in value:
+        return None
+    return _(
+        "letters, digits, '-', '_' and '.', starting with a letter or digit, "
+        "at most 64 characters (no '/' or '..')"
+    )
+
+
+def check_master_addr(value: str) -> str | None:
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if ip.is_loopback or ip.is_unspecified:
+            return _(
+                "other nodes cannot reach a loopback address; use this node's IP or hostname "
+                "as the other nodes see it"
+            )
+        return None
+    labels = value.rstrip(".").split(".")
+    if not value or len(value) > 253 or not all(_HOST_LABEL_RE.match(x) for x in labels):
+        return _("a hostname or IP address that every node can reach")
+    if value.lower() in _LOOPBACK_NAMES:
+        return _(
+            "other nodes cannot reach localhost; use this node's IP or hostname "
+            "as the other nodes see it"
+        )
+    return None
+
+
+def normalize_minor(text: str) -> str:
+    try:
+        return compat.format_minor(compat.parse_minor(text))
+    except ValueError:
+        return text
+
+
+def check_python(value: str) -> str | None:
+    try:
+        version = compat.parse_minor(value)
+    except ValueError:
+        return _("a Python version such as 3.11")
+    if not (3, 7) <= version <= (3, 15):
+        return _("a Python version from 3.7 to 3.15")
+    return None

@@ -1,4 +1,4 @@
-"""The project spec: the field table, the cross-field rules, and the frozen :class:`Spec`.
+"""The project spec: the field table and the frozen :class:`Spec` (rules: :mod:`genie.rules`).
 
 Answers arrive as one raw mapping (flags over answers file over wizard); :func:`build_spec`
 turns it into a :class:`Spec`. The wizard and the CLI flags are generated from
@@ -8,8 +8,6 @@ whichever way it came in.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -17,69 +15,21 @@ from typing import Any, Callable
 from genie import compat, contract
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
-from genie.fields import Answers, Field
+from genie.fields import (
+    Answers,
+    Field,
+    check_master_addr,
+    check_name,
+    check_python,
+    normalize_minor,
+)
 from genie.i18n import _
 from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+from genie.rules import allowed, problem_with, problems
 
 
 def _multi_node(answers: Answers) -> bool:
     return int(answers.get("nodes") or 1) > 1
-
-
-# ---------------------------------------------------------------- field checks
-
-
-def _check_name(value: str) -> str | None:
-    if _NAME_RE.match(value) and ".." not in value:
-        return None
-    return _(
-        "letters, digits, '-', '_' and '.', starting with a letter or digit, "
-        "at most 64 characters (no '/' or '..')"
-    )
-
-
-def _check_master_addr(value: str) -> str | None:
-    try:
-        ip = ipaddress.ip_address(value)
-    except ValueError:
-        ip = None
-    if ip is not None:
-        if ip.is_loopback or ip.is_unspecified:
-            return _(
-                "other nodes cannot reach a loopback address; use this node's IP or hostname "
-                "as the other nodes see it"
-            )
-        return None
-    labels = value.rstrip(".").split(".")
-    if not value or len(value) > 253 or not all(_HOST_LABEL_RE.match(x) for x in labels):
-        return _("a hostname or IP address that every node can reach")
-    if value.lower() in _LOOPBACK_NAMES:
-        return _(
-            "other nodes cannot reach localhost; use this node's IP or hostname "
-            "as the other nodes see it"
-        )
-    return None
-
-
-def _normalize_minor(text: str) -> str:
-    try:
-        return compat.format_minor(compat.parse_minor(text))
-    except ValueError:
-        return text
-
-
-def _check_python(value: str) -> str | None:
-    try:
-        version = compat.parse_minor(value)
-    except ValueError:
-        return _("a Python version such as 3.11")
-    if not (3, 7) <= version <= (3, 15):
-        return _("a Python version from 3.7 to 3.15")
-    return None
 
 
 # ---------------------------------------------------------------- defaults
@@ -87,7 +37,7 @@ def _check_python(value: str) -> str | None:
 
 def _default_torch(answers: Answers, machine: Machine) -> str:
     if machine.torch:
-        installed = _normalize_minor(machine.torch.split("+")[0])
+        installed = normalize_minor(machine.torch.split("+")[0])
         if installed in compat.SUPPORTED:
             return installed
     return compat.NEWEST
@@ -124,7 +74,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "name", str, _("Project name"),
         _("Used for the README title and the rendezvous id; defaults to the directory name."),
-        default=_const(None), check=_check_name,
+        default=_const(None), check=check_name,
     ),
     Field(
         "nodes", int, _("How many nodes (machines)?"),
@@ -134,7 +84,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "master_addr", str, _("Master address (node 0's hostname or IP)?"),
         _("Every node connects here to find the others; it must be reachable from all nodes."),
-        default=lambda answers, machine: machine.hostname, check=_check_master_addr,
+        default=lambda answers, machine: machine.hostname, check=check_master_addr,
         applies=_multi_node,
     ),
     Field(
@@ -155,14 +105,14 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
-        default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
+        default=_default_torch, choices=compat.SUPPORTED, normalize=normalize_minor,
         choice_help=TORCH_CHOICES, marks=TORCH_MARKS,
     ),
     Field(
         "python", str, _("Python version on the cluster?"),
         _("Decides which torch versions and features can work; defaults to this Python."),
-        default=lambda answers, machine: machine.python, check=_check_python,
-        normalize=_normalize_minor,
+        default=lambda answers, machine: machine.python, check=check_python,
+        normalize=normalize_minor,
     ),
     Field(
         "task", str, _("Task?"),
@@ -335,125 +285,6 @@ def default(field: Field, answers: Answers, machine: Machine) -> Any:
         return compat.format_minor(nearest)
     options = allowed(field, answers)
     return options[0] if options else value
-
-
-# ---------------------------------------------------------------- cross-field rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule that involves several answers. ``problem`` reads only the answers named in
-    ``needs`` and returns what is wrong, or None. ``blames`` is the answer that gets re-asked.
-
-    The same rules make the final check (:func:`_cross_check`), filter the wizard's choices
-    (:func:`allowed`) and judge defaults (:func:`resolve`): they are written once."""
-
-    blames: str
-    needs: tuple[str, ...]
-    problem: Callable[[Answers], str | None]
-
-    def ready(self, answers: Answers) -> bool:
-        return all(k in answers for k in self.needs)
-
-
-def _dp_one_node(v: Answers) -> str | None:
-    if not FRAMEWORKS[v["framework"]].multi_node and int(v["nodes"]) > 1:
-        return _(
-            "DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"
-        )
-    return None
-
-
-def _one_process_per_gpu(v: Answers) -> str | None:
-    gpus, nproc = v["gpus_per_node"], v["nproc_per_node"]
-    if gpus and nproc and nproc > gpus:
-        return _("at most one process per GPU: {n} or fewer").format(n=gpus)
-    return None
-
-
-def _fp16_needs_gpus(v: Answers) -> str | None:
-    if v["precision"] == "fp16" and not v["gpus_per_node"]:
-        return _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU")
-    return None
-
-
-def _fsdp_here(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
-        return None
-    if compat.parse_minor(v["torch"]) < compat.FEATURES["fsdp"]:
-        return compat.fsdp_problem(v["torch"], "fp32")
-    needs_gpus = compat.fsdp_needs_gpus(v["framework"], v["torch"])
-    if not v["gpus_per_node"] and needs_gpus:
-        return needs_gpus + _(
-            "; set --gpus-per-node, or use --framework ddp with torch {v} for FSDP on CPU"
-        ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
-    return None
-
-
-def _fsdp_precision(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
-        return None
-    return compat.fsdp_problem(v["torch"], v["precision"])
-
-
-def _torch_on_python(v: Answers) -> str | None:
-    return compat.python_problem(v["torch"], v["python"])
-
-
-def _compile_here(v: Answers) -> str | None:
-    if not v["compile"]:
-        return None
-    problem = compat.compile_problem(v["torch"], v["python"])
-    return problem + _("; use --no-compile") if problem else None
-
-
-def _libraries_exist(v: Answers) -> str | None:
-    try:
-        compat.requirements(v["torch"], v["python"], v["framework"], v["task"])
-    except LookupError as err:
-        return str(err)
-    return None
-
-
-# In the order the final check reports them.
-RULES: tuple[Rule, ...] = (
-    Rule("framework", ("framework", "nodes"), _dp_one_node),
-    Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
-    Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
-    Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
-    Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
-    Rule("torch", ("torch", "python"), _torch_on_python),
-    Rule("compile", ("compile", "torch", "python"), _compile_here),
-    Rule("framework", ("torch", "python", "framework", "task"), _libraries_exist),
-)
-
-
-def problems(answers: Answers, only: str | None = None) -> list[tuple[Rule, str]]:
-    """Every rule that the answers so far break (rules whose answers are not all in yet
-    are skipped); with ``only``, just the rules that read that answer."""
-    found = []
-    for rule in RULES:
-        if only is not None and only not in rule.needs:
-            continue
-        if rule.ready(answers):
-            problem = rule.problem(answers)
-            if problem:
-                found.append((rule, problem))
-    return found
-
-
-def problem_with(field: Field, value: Any, answers: Answers) -> str | None:
-    """What a rule says against answering ``field`` with ``value``, given the answers so
-    far; None when nothing does (what the wizard validates a reply with)."""
-    found = problems({**answers, field.name: value}, only=field.name)
-    return found[0][1] if found else None
-
-
-def allowed(field: Field, answers: Answers) -> tuple[Any, ...]:
-    """The choices (or, for a yes/no answer, the values) of ``field`` that no rule rejects
-    given the answers so far: what the wizard offers."""
-    options: tuple[Any, ...] = (True, False) if field.kind is bool else field.choices or ()
-    return tuple(c for c in options if problem_with(field, c, answers) is None)
 
 
 def _cross_check(v: Mapping[str, Any]) -> None:
