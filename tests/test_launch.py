@@ -15,19 +15,34 @@ def test_single_node_uses_standalone_with_one_process_per_gpu(gpu_machine):
     assert list(cmd.argv) == ["torchrun", "--standalone", "--nproc_per_node=8", "train.py"]
 
 
-def test_c10d_multi_node_runs_the_same_elastic_command_on_every_node(gpu_machine):
+def test_c10d_multi_node_runs_the_same_elastic_command_and_node_0_hosts_the_store(gpu_machine):
     spec = build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, gpu_machine)
     cmds = launch.commands(spec)
     assert [c.script for c in cmds] == [
         "bash launch/multi_node.sh 0",
         "bash launch/multi_node.sh 1",
     ]
-    assert cmds[0].argv == cmds[1].argv
     assert list(cmds[0].argv) == [
         "torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
-        "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=p", "--max_restarts=3", "train.py",
+        "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=p", "--rdzv_conf=is_host=1",
+        "--max_restarts=3", "train.py",
     ]  # fmt: skip
+    # the same command but for is_host: torch's hostname guess fails on many real nodes
+    assert [a.replace("is_host=0", "is_host=1") for a in cmds[1].argv] == list(cmds[0].argv)
     assert "10.0.0.1" in cmds[0].where
+
+
+def test_the_script_line_reads_address_port_and_sizes_from_shell_variables(gpu_machine):
+    spec = build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, gpu_machine)
+    line = launch.shell_join(launch.multi_node_args(spec))
+    assert line == (
+        'torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --rdzv_backend=c10d '
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=p --rdzv_conf="is_host=$IS_HOST" '
+        "--max_restarts=3 train.py"
+    )
+    assert launch.script_vars(spec) == {
+        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "NNODES": "2", "NPROC_PER_NODE": "8"
+    }  # fmt: skip
 
 
 def test_static_multi_node_gives_each_node_its_rank(gpu_machine):
