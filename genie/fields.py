@@ -42,6 +42,7 @@ class Field:
     available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
     warnings: dict[str, str] | None = None  # printed when that choice is made
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
+    optional: bool = False  # an empty answer means "not set" (None)
 
     @property
     def flag(self) -> str:
@@ -67,6 +68,8 @@ class Field:
 
     def parse(self, raw: Any) -> Any:
         """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""
+        if self.optional and (raw is None or (isinstance(raw, str) and not raw.strip())):
+            return None
         value = self._convert(raw)
         if self.choices and value not in self.choices:
             raise SpecError(self.label, raw, self.accepted())

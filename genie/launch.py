@@ -100,15 +100,68 @@ def shell_join(argv: Sequence[str]) -> str:
     return " ".join(parts)
 
 
+SLURM_SCRIPT = "launch/slurm.sbatch"
+SLURM_LOGS = "logs"
+SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
+DEFAULT_PORT = 29500
+
+
+def slurm_uses_srun_tasks(spec: Spec) -> bool:
+    """Lightning (and DataParallel) run one SLURM task per process, started by srun itself:
+    Lightning's SLURM detection expects exactly that. The others run torchrun per node."""
+    return spec.framework == "lightning" or not FRAMEWORKS[spec.framework].torchrun
+
+
+def sbatch_directives(spec: Spec) -> list[str]:
+    """The ``#SBATCH`` options of launch/slurm.sbatch, in order (pure)."""
+    per_node = spec.processes_per_node
+    cpus_per_process = 4 if spec.gpus_per_node else 1  # data-loading workers on GPU nodes
+    tasks, cpus = (per_node, cpus_per_process) if slurm_uses_srun_tasks(spec) else (
+        1, per_node * cpus_per_process)  # fmt: skip
+    lines = [f"--job-name={spec.name}", f"--nodes={spec.nodes}", f"--ntasks-per-node={tasks}"]
+    if spec.gpus_per_node:
+        lines.append(f"--gpus-per-node={spec.gpus_per_node}")
+    lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
+    for name in ("partition", "account", "time"):
+        value = getattr(spec, name)
+        if value:
+            lines.append(f"--{name}={value}")
+    return lines
+
+
+def slurm_args(spec: Spec) -> list[str]:
+    """What the batch script runs on the allocation (its last line)."""
+    if slurm_uses_srun_tasks(spec):
+        return ["srun", "python", ENTRYPOINT]
+    return [
+        "srun", "torchrun", "--nnodes=$SLURM_NNODES", f"--nproc_per_node={spec.processes_per_node}",
+        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{spec.master_port or DEFAULT_PORT}",
+        "--rdzv_id=$SLURM_JOB_ID", ENTRYPOINT,
+    ]  # fmt: skip
+
+
+def sbatch_args(extra: Sequence[str] = (), wait: bool = False) -> list[str]:
+    """The submission: ``--wait`` (the smoke test) returns when the job ends, with its code."""
+    return ["sbatch", *(["--wait", "--parsable"] if wait else []), SLURM_SCRIPT, *extra]
+
+
 def commands(spec: Spec) -> list[Command]:
-    """One command per node, in node-rank order."""
+    """One command per node, in node-rank order; with SLURM, the submission comes first."""
+    result = []
+    if spec.scheduler == "slurm":
+        submit = f"mkdir -p {SLURM_LOGS} && " + shlex.join(sbatch_args())
+        result.append(Command(_where_slurm(spec), submit, tuple(slurm_args(spec))))
     if not spec.multi_node:
         return [
-            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec)))
+            *result,
+            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec))),
         ]
-    result = []
     for rank in range(spec.nodes):
         where = f"node {rank}" + (f" ({spec.master_addr})" if rank == 0 else "")
         argv = tuple(multi_node_args(spec, rank))
         result.append(Command(where, f"bash launch/multi_node.sh {rank}", argv))
     return result
+
+
+def _where_slurm(spec: Spec) -> str:
+    return f"the SLURM login node (runs on {spec.nodes} allocated node(s))"

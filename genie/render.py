@@ -47,7 +47,7 @@ MODULE_PURPOSES = {
     "tracking.py": _("logging, progress and the experiment tracker (rank 0)"),
     "smoke_check.py": _("what genie reads to judge a --smoke run"),
 }
-EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh")
+EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 
 
 def template_root() -> Path:
@@ -78,6 +78,13 @@ def project_files(spec: Spec) -> list[tuple[str, str]]:
     )  # fmt: skip
     if spec.multi_node:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
+    if spec.scheduler == "slurm":
+        files.append(("launch/slurm.sbatch", _("the SLURM batch job: sbatch launch/slurm.sbatch")))
+    if spec.scheduler == "kubernetes":
+        files.append(("launch/pytorchjob.yaml", _("Kubeflow PyTorchJob (training operator v1)")))
+        files.append(
+            ("launch/trainjob.yaml", _("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
+        )
     files += [
         ("tests/test_smoke.py", _("pytest: 2-process CPU training, checkpoints, resume")),
         ("requirements.txt", _("pinned dependencies for torch {v}").format(v=spec.torch)),
@@ -115,6 +122,8 @@ def context(spec: Spec) -> dict[str, Any]:
             "multi_node": (
                 launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None
             ),
+            "slurm": launch.shell_join(launch.slurm_args(spec)),
+            "sbatch": launch.sbatch_directives(spec),
         },
         "commands": [
             {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}

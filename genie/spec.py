@@ -65,6 +65,41 @@ def _check_master_addr(value: str) -> str | None:
     return None
 
 
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.,-]{1,128}$")
+_SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d\d){0,2}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+
+
+def _check_slurm_name(value: str) -> str | None:
+    if _SLURM_NAME_RE.match(value):
+        return None
+    return _("letters, digits, '_', '.', ',' and '-' (as SLURM names them)")
+
+
+def _check_slurm_time(value: str) -> str | None:
+    if _SLURM_TIME_RE.match(value):
+        return None
+    return _("a SLURM time limit: MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
+
+
+def _check_image(value: str) -> str | None:
+    if _IMAGE_RE.match(value):
+        return None
+    return _("a container image reference such as ghcr.io/you/project:1.0")
+
+
+def _default_scheduler(answers: Answers, machine: Machine) -> str:
+    return "slurm" if machine.slurm else "none"
+
+
+def _slurm(answers: Answers) -> bool:
+    return answers.get("scheduler") == "slurm"
+
+
+def _kubernetes(answers: Answers) -> bool:
+    return answers.get("scheduler") == "kubernetes"
+
+
 def _normalize_minor(text: str) -> str:
     try:
         return compat.format_minor(compat.parse_minor(text))
@@ -127,6 +162,15 @@ def _strategies_available(answers: Answers) -> tuple[str, ...]:
     return tuple(STRATEGIES) if fsdp_ok else ("ddp",)
 
 
+SCHEDULER_CHOICES = {
+    "none": _("no scheduler: run launch/ scripts on each node yourself"),
+    "slurm": _("SLURM: sbatch launch/slurm.sbatch"),
+    "kubernetes": _("Kubernetes with Kubeflow: kubectl apply -f launch/pytorchjob.yaml"),
+}
+_NOT_SLURM = _("only applies to --scheduler slurm")
+_NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
+# The README names it; the pods need the project's code, so users build their own.
+DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
 
 
@@ -160,6 +204,38 @@ FIELDS: tuple[Field, ...] = (
         "rdzv", str, _("Rendezvous backend?"),
         _("c10d rendezvous survives a node restart; static needs fixed node ranks."),
         default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
+    ),
+    Field(
+        "scheduler", str, _("Cluster scheduler?"),
+        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
+          "start each node yourself."),
+        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
+        choice_help=SCHEDULER_CHOICES,
+    ),
+    Field(
+        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."),
+        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "account", str, _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."),
+        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "time", str, _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
+        default=_const(None), check=_check_slurm_time, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "image", str, _("Container image with the project and its requirements?"),
+        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
+        default=lambda answers, machine: DEFAULT_IMAGE.format(
+            name=str(answers.get("name") or "train").lower()),
+        check=_check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
     ),
     Field(
         "gpus_per_node", int, _("GPUs per node?"),
@@ -256,6 +332,11 @@ class Spec:
     master_addr: str | None
     master_port: int | None
     rdzv: str | None
+    scheduler: str
+    partition: str | None
+    account: str | None
+    time: str | None
+    image: str | None
     gpus_per_node: int
     torch: str
     python: str
@@ -363,6 +444,11 @@ def _cross_check(v: Mapping[str, Any]) -> None:
             ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
         if problem:
             raise SpecError(label["strategy"].label, "fsdp", problem)
+    if v["scheduler"] == "kubernetes" and not FRAMEWORKS[v["framework"]].torchrun:
+        raise SpecError(
+            label["scheduler"].label, "kubernetes",
+            _("the Kubeflow manifests launch torchrun; use --framework ddp, or --scheduler none"),
+        )  # fmt: skip
     problem = compat.python_problem(v["torch"], v["python"])
     if problem:
         raise SpecError(label["torch"].label, v["torch"], problem)
