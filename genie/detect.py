@@ -8,8 +8,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 
 

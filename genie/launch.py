@@ -133,9 +133,10 @@ def slurm_args(spec: Spec) -> list[str]:
     """What the batch script runs on the allocation (its last line)."""
     if slurm_uses_srun_tasks(spec):
         return ["srun", "python", ENTRYPOINT]
+    port = spec.master_port or DEFAULT_PORT
     return [
         "srun", "torchrun", "--nnodes=$SLURM_NNODES", f"--nproc_per_node={spec.processes_per_node}",
-        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{spec.master_port or DEFAULT_PORT}",
+        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{port}",
         "--rdzv_id=$SLURM_JOB_ID", ENTRYPOINT,
     ]  # fmt: skip
 
