@@ -6,7 +6,9 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from genie.i18n import _
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
@@ -104,6 +106,7 @@ SLURM_SCRIPT = "launch/slurm.sbatch"
 SLURM_LOGS = "logs"
 SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
 DEFAULT_PORT = 29500
+K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
 
 
 def slurm_uses_srun_tasks(spec: Spec) -> bool:
@@ -152,6 +155,10 @@ def commands(spec: Spec) -> list[Command]:
     if spec.scheduler == "slurm":
         submit = f"mkdir -p {SLURM_LOGS} && " + shlex.join(sbatch_args())
         result.append(Command(_where_slurm(spec), submit, tuple(slurm_args(spec))))
+    if spec.scheduler == "kubernetes":
+        where = _("your Kubernetes cluster (Kubeflow)")
+        for manifest in K8S_MANIFESTS:
+            result.append(Command(where, f"kubectl apply -f {manifest}", ("torchrun", ENTRYPOINT)))
     if not spec.multi_node:
         return [
             *result,
@@ -165,4 +172,89 @@ def commands(spec: Spec) -> list[Command]:
 
 
 def _where_slurm(spec: Spec) -> str:
-    return f"the SLURM login node (runs on {spec.nodes} allocated node(s))"
+    return _("the SLURM login node (runs on {n} allocated node(s))").format(n=spec.nodes)
+
+
+# ---------------------------------------------------------------- Kubernetes (Kubeflow)
+
+K8S_WORKDIR = "/workspace"  # where the image holds the project
+
+
+def kubernetes_name(spec: Spec) -> str:
+    """The project name as a Kubernetes object name (DNS-1123: a-z, 0-9, '-')."""
+    name = re.sub(r"[^a-z0-9-]+", "-", spec.name.lower()).strip("-")[:63].strip("-")
+    return name or "train"
+
+
+def _k8s_resources(spec: Spec) -> dict[str, Any]:
+    if spec.gpus_per_node:
+        return {"limits": {"nvidia.com/gpu": spec.gpus_per_node}}
+    return {}
+
+
+def _pod(spec: Spec) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "pytorch",  # the training operator finds the container by this name
+        "image": spec.image,
+        "workingDir": K8S_WORKDIR,
+        # The operator sets PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR
+        # and PET_MASTER_PORT, which torchrun reads.
+        "command": ["torchrun", ENTRYPOINT],
+        # NCCL and the data loader's workers share memory through /dev/shm
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    resources = _k8s_resources(spec)
+    if resources:
+        container["resources"] = resources
+    return {
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        }
+    }
+
+
+def pytorchjob(spec: Spec) -> dict[str, Any]:
+    """A Kubeflow training operator ``PyTorchJob`` (kubeflow.org/v1): one Master pod and
+    ``nodes - 1`` Worker pods, each running torchrun for ``nproc_per_node`` processes."""
+    replicas: dict[str, Any] = {
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": _pod(spec)}
+    }
+    if spec.nodes > 1:
+        replicas["Worker"] = {
+            "replicas": spec.nodes - 1, "restartPolicy": "OnFailure", "template": _pod(spec)
+        }  # fmt: skip
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": kubernetes_name(spec)},
+        "spec": {"nprocPerNode": str(spec.processes_per_node), "pytorchReplicaSpecs": replicas},
+    }
+
+
+def trainjob(spec: Spec) -> dict[str, Any]:
+    """A Kubeflow Trainer v2 ``TrainJob`` (trainer.kubeflow.org/v1alpha1) on the
+    ``torch-distributed`` runtime, which starts torchrun on every node."""
+    trainer: dict[str, Any] = {
+        "image": spec.image,
+        "command": ["torchrun", ENTRYPOINT],
+        "numNodes": spec.nodes,
+        "numProcPerNode": spec.processes_per_node,
+    }
+    resources = _k8s_resources(spec)
+    if resources:
+        trainer["resourcesPerNode"] = resources
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": kubernetes_name(spec)},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
+    }
+
+
+def manifest_text(manifest: dict[str, Any], header: str) -> str:
+    """A manifest as YAML with a comment header."""
+    import yaml
+
+    comment = "".join(f"# {line}\n" for line in header.splitlines())
+    return comment + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)

@@ -125,12 +125,34 @@ def context(spec: Spec) -> dict[str, Any]:
             "slurm": launch.shell_join(launch.slurm_args(spec)),
             "sbatch": launch.sbatch_directives(spec),
         },
+        "manifests": _manifests(spec) if spec.scheduler == "kubernetes" else None,
         "commands": [
             {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}
             for c in commands
         ],
         "files": project_files(spec),
     }
+
+
+def _manifests(spec: Spec) -> dict[str, str]:
+    """The Kubeflow manifests as YAML text, each with a header saying how to use it."""
+    shape = f"{spec.nodes} node(s) x {spec.processes_per_node} process(es)"
+    image = (
+        f"The image ({spec.image}) must hold this folder at {launch.K8S_WORKDIR} with "
+        "requirements.txt installed; set it with genie's --image."
+    )
+    checked = (
+        "genie validated this manifest against the CRD schema; it did not run it on a cluster."
+    )
+    return {
+        "pytorchjob": launch.manifest_text(launch.pytorchjob(spec), "\n".join([
+            f"Kubeflow training operator PyTorchJob (kubeflow.org/v1): {shape}.",
+            image, "Submit: kubectl apply -f launch/pytorchjob.yaml", checked])),
+        "trainjob": launch.manifest_text(launch.trainjob(spec), "\n".join([
+            f"Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), torch-distributed "
+            f"runtime: {shape}.", image, "Submit: kubectl apply -f launch/trainjob.yaml",
+            checked])),
+    }  # fmt: skip
 
 
 def render(spec: Spec) -> dict[str, bytes]:
