@@ -206,38 +206,6 @@ FIELDS: tuple[Field, ...] = (
         default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
     ),
     Field(
-        "scheduler", str, _("Cluster scheduler?"),
-        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
-          "start each node yourself."),
-        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
-        choice_help=SCHEDULER_CHOICES,
-    ),
-    Field(
-        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
-        _("Passed as #SBATCH --partition only when given."),
-        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
-    ),
-    Field(
-        "account", str, _("SLURM account (empty: your default)?"),
-        _("Passed as #SBATCH --account only when given."),
-        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
-    ),
-    Field(
-        "time", str, _("SLURM time limit (empty: the partition's default)?"),
-        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
-        default=_const(None), check=_check_slurm_time, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
-    ),
-    Field(
-        "image", str, _("Container image with the project and its requirements?"),
-        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
-        default=lambda answers, machine: DEFAULT_IMAGE.format(
-            name=str(answers.get("name") or "train").lower()),
-        check=_check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
-    ),
-    Field(
         "gpus_per_node", int, _("GPUs per node?"),
         _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
         default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
@@ -316,6 +284,38 @@ FIELDS: tuple[Field, ...] = (
         _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
+    Field(
+        "scheduler", str, _("Cluster scheduler?"),
+        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
+          "start each node yourself."),
+        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
+        choice_help=SCHEDULER_CHOICES,
+    ),
+    Field(
+        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."),
+        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "account", str, _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."),
+        default=_const(None), check=_check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "time", str, _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
+        default=_const(None), check=_check_slurm_time, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "image", str, _("Container image with the project and its requirements?"),
+        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
+        default=lambda answers, machine: DEFAULT_IMAGE.format(
+            name=str(answers.get("name") or "train").lower()),
+        check=_check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
+    ),
 )  # fmt: skip
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
@@ -332,11 +332,6 @@ class Spec:
     master_addr: str | None
     master_port: int | None
     rdzv: str | None
-    scheduler: str
-    partition: str | None
-    account: str | None
-    time: str | None
-    image: str | None
     gpus_per_node: int
     torch: str
     python: str
@@ -352,6 +347,11 @@ class Spec:
     compile: bool
     tracker: str
     seed: int
+    scheduler: str
+    partition: str | None  # SLURM only, and only when given
+    account: str | None
+    time: str | None
+    image: str | None  # Kubernetes only
 
     @property
     def multi_node(self) -> bool:
