@@ -26,10 +26,12 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     for question in ("PyTorch version", "Python version", "Task", "Framework", "Parallel strategy",
                      "Processes per node", "Precision", "Batch size", "Gradient accumulation",
                      "Epochs", "Learning rate", "torch.compile", "Experiment tracker",
-                     "Random seed"):  # fmt: skip
+                     "Random seed", "Cluster scheduler"):  # fmt: skip
         child.expect(question)
         child.send("\r")
-    child.expect("Global batch")  # the summary
+    # the default scheduler is slurm where sbatch is installed: its optional questions follow
+    while child.expect(["Global batch", "SLURM (partition|account|time limit)"]) == 1:
+        child.send("\r")
     child.expect("Generate this project")
     child.send("y")
     child.expect("bash launch/single_node.sh")
@@ -57,7 +59,7 @@ def test_declining_the_summary_writes_nothing(tmp_path):
                   "--nproc-per-node", "2", "--torch", "2.14", "--python", "3.11", "--task",
                   "custom", "--framework", "ddp", "--strategy", "ddp", "--precision", "fp32", "--batch-size", "8",
                   "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile", "--tracker", "none",
-                  "--seed", "1")  # fmt: skip
+                  "--seed", "1", "--scheduler", "none")  # fmt: skip
     child.expect("Generate this project")
     child.send("n")
     child.expect(pexpect.EOF)

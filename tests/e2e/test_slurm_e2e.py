@@ -5,6 +5,8 @@ skipping: .ci/run installs it."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,14 +46,21 @@ def slurm_runs(slurm, tmp_path_factory):
     results = {}
     for name, flags in {
         "ddp": (), "lightning": ("--framework", "lightning"), "hf": ("--framework", "hf"),
-        "raises": (),
+        "raises": (), "hangs": (),
     }.items():  # fmt: skip
         made = run_genie("new", name, "--yes", "--no-smoke", *SLURM_PROJECT, *flags, cwd=root)
         assert made.returncode == 0, made.stderr
         if name == "raises":
             inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
                    "    if dist.get_rank() == 1:\n        raise RuntimeError('injected failure on rank 1')\n")  # fmt: skip
-        results[name] = (root / name, run_genie("smoke", name, "--on", "slurm", cwd=root, **env))
+        if name == "hangs":
+            inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
+                   "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
+        timeout = ("--timeout", "40") if name == "hangs" else ()
+        results[name] = (
+            root / name,
+            run_genie("smoke", name, "--on", "slurm", *timeout, cwd=root, **env),
+        )
     return results
 
 
@@ -70,6 +79,17 @@ def test_a_rank_that_raises_on_slurm_fails_with_that_ranks_error(slurm_runs):
     assert result.returncode == 1
     assert "injected failure on rank 1" in result.stdout
     assert "smoke test failed" in result.stderr
+
+
+def test_a_hanging_job_is_cancelled_at_the_timeout(slurm_runs, slurm):
+    _project, result = slurm_runs["hangs"]
+    assert result.returncode == 1
+    found = re.search(r"timed out after 40 s; SLURM job (\d+) was cancelled", result.stderr)
+    assert found, result.stderr
+    state = subprocess.run(
+        ["scontrol", "show", "job", found.group(1)], env=slurm.env, capture_output=True, text=True
+    ).stdout
+    assert "JobState=CANCELLED" in state or not state  # gone from the controller: ended too
 
 
 def test_the_printed_launch_command_is_the_sbatch_line(tmp_path):
