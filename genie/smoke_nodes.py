@@ -15,7 +15,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from genie import contract, smoke_process
 from genie.detect import Machine
@@ -39,8 +39,11 @@ JOIN_GRACE = 30.0  # seconds the other nodes get to stop after one node fails
 # Left out of each node's copy: outputs of earlier runs and environments.
 NOT_COPIED = ("checkpoints", "runs", "logs", "mlruns", "wandb", "lightning_logs", ".git",
               ".venv", "venv", "__pycache__", "*.pyc")  # fmt: skip
-# torchrun's failure summary: "rank      : 3 (local_rank: 1)"
-_FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank", re.MULTILINE)
+# torchrun's failure summary, one block per failed rank: "time : 2026-12-01_11:07:09" then
+# "rank : 3 (local_rank: 1)"; and each rank's traceback lines, "[rank3]: RuntimeError: ..."
+_TIME = re.compile(r"^\s*time\s*:\s*(\S+)")
+_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
+_ERROR = re.compile(r"^\[rank(\d+)\]: ((?:\w+\.)*\w*(?:Error|Exception|Exit)\b.*)$")
 
 
 def shape(spec: Spec, machine: Machine) -> tuple[int, int, bool]:
@@ -104,19 +107,64 @@ def copy_project(project: Path, dest: Path) -> None:
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns(*NOT_COPIED), symlinks=True)
 
 
+class Failure(NamedTuple):
+    time: str  # torchrun's, to the second
+    rank: int
+    node: int
+    error: str  # the exception line of the rank's traceback, if it printed one
+    root: bool  # torchrun's "Root Cause (first observed failure)" on its node
+
+
+def failed_ranks(texts: list[str]) -> list[Failure]:
+    """Every rank torchrun reported failed, given each node's output (pure)."""
+    found: dict[int, Failure] = {}
+    for node, text in enumerate(texts):
+        when, root, ranks, errors = "", False, [], {}
+        for line in text.splitlines():
+            if "Root Cause" in line:
+                root = True
+            elif m := _TIME.match(line):
+                when = m.group(1)
+            elif m := _RANK.match(line):
+                ranks.append((when, int(m.group(1)), root))
+                root = False
+            elif m := _ERROR.match(line):
+                errors[int(m.group(1))] = m.group(2).strip()
+        for when, rank, is_root in ranks:
+            failure = Failure(when, rank, node, errors.get(rank, ""), is_root)
+            if rank not in found or is_root:
+                found[rank] = failure
+    return sorted(found.values())
+
+
 def node_problems(
     p: SmokePlan, outcomes: list[smoke_process.JobOutcome], timeout: float
 ) -> list[str]:
-    """Which node did what wrong, in words (pure)."""
+    """Which node did what wrong, in words (pure): the rank that failed first (each node's
+    root cause, compared by torchrun's failure times), then the others, then each node."""
     problems = []
     if any(o.timed_out for o in outcomes):
         problems.append(
             _("timed out after {t:.0f} s; every process of every node was killed").format(t=timeout)
         )
+    failures = failed_ranks(["".join(o.lines) for o in outcomes])
+    roots = [f for f in failures if f.root] or failures
+    if roots:
+        first = [f for f in roots if f.time == min(r.time for r in roots)]
+        for f in first:
+            problems.append(
+                _("rank {r} failed on node {n}").format(r=f.rank, n=f.node)
+                + (f": {f.error}" if f.error else "")
+            )
+        later = [f for f in failures if f not in first]
+        if later:
+            problems.append(
+                _("then rank(s) {r} failed (node(s) {n})").format(
+                    r=", ".join(str(f.rank) for f in later),
+                    n=", ".join(str(n) for n in sorted({f.node for f in later})),
+                )
+            )
     for node, outcome in zip(p.nodes, outcomes):
-        text = "".join(outcome.lines)
-        for rank in dict.fromkeys(_FAILED_RANK.findall(text)):
-            problems.append(_("rank {r} failed on node {n}").format(r=rank, n=node.rank))
         if not outcome.started_children:
             problems.append(
                 _("node {n} never joined: its torchrun started no worker (is {addr}:{port} "

@@ -67,3 +67,19 @@ def test_the_verdict_names_the_node_of_a_failing_rank_and_a_node_that_never_join
     )
     assert problems[0] == "timed out after 9 s; every process of every node was killed"
     assert any(x.startswith("node 1 never joined") for x in problems)
+
+
+def test_the_rank_that_failed_first_is_told_apart_from_the_ranks_it_took_down(cpu_machine):
+    p = smoke_nodes.plan(spec_of(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
+    node0 = ["Root Cause (first observed failure):\n", "[0]:\n", "  time      : 2026-12-01_11:07:11\n",
+             "  rank      : 0 (local_rank: 0)\n"]  # fmt: skip
+    node1 = ["[rank3]: Traceback (most recent call last):\n",
+             "[rank3]: RuntimeError: injected failure\n",
+             "  time      : 2026-12-01_11:07:10\n", "  rank      : 2 (local_rank: 0)\n",
+             "Root Cause (first observed failure):\n", "  time      : 2026-12-01_11:07:09\n",
+             "  rank      : 3 (local_rank: 1)\n"]  # fmt: skip
+    problems = smoke_nodes.node_problems(p, [outcome(1, node0), outcome(1, node1)], timeout=9)
+    assert problems[:2] == [
+        "rank 3 failed on node 1: RuntimeError: injected failure",
+        "then rank(s) 2, 0 failed (node(s) 0, 1)",
+    ]
