@@ -105,7 +105,8 @@ def shell_join(argv: Sequence[str]) -> str:
 SLURM_SCRIPT = "launch/slurm.sbatch"
 SLURM_LOGS = "logs"
 SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
-DEFAULT_PORT = 29500
+SLURM_PORT_VAR = "$rdzv_port"  # the script derives it from the job id
+SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
 K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
 
 
@@ -136,10 +137,9 @@ def slurm_args(spec: Spec) -> list[str]:
     """What the batch script runs on the allocation (its last line)."""
     if slurm_uses_srun_tasks(spec):
         return ["srun", "python", ENTRYPOINT]
-    port = spec.master_port or DEFAULT_PORT
     return [
         "srun", "torchrun", "--nnodes=$SLURM_NNODES", f"--nproc_per_node={spec.processes_per_node}",
-        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{port}",
+        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}",
         "--rdzv_id=$SLURM_JOB_ID", ENTRYPOINT,
     ]  # fmt: skip
 

@@ -93,7 +93,7 @@ def test_slurm_runs_torchrun_once_per_node_with_c10d_on_the_head_node(gpu_machin
     ]  # fmt: skip
     assert launch.shell_join(launch.slurm_args(spec)) == (
         'srun torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=8 --rdzv_backend=c10d '
-        '--rdzv_endpoint="$head_node:29500" --rdzv_id="$SLURM_JOB_ID" train.py'
+        '--rdzv_endpoint="$head_node:$rdzv_port" --rdzv_id="$SLURM_JOB_ID" train.py'
     )
 
 
