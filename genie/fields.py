@@ -45,6 +45,7 @@ class Field:
     warnings: dict[str, str] | None = None  # printed when that choice is made
     marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
+    optional: bool = False  # an empty answer means "not set" (None)
 
     @property
     def flag(self) -> str:
@@ -75,6 +76,8 @@ class Field:
 
     def parse(self, raw: Any) -> Any:
         """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""
+        if self.optional and (raw is None or (isinstance(raw, str) and not raw.strip())):
+            return None
         value = self._convert(raw)
         if self.choices and value not in self.choices:
             raise SpecError(self.label, raw, self.accepted())
@@ -179,3 +182,26 @@ def check_python(value: str) -> str | None:
     if not (3, 7) <= version <= (3, 15):
         return _("a Python version from 3.7 to 3.15")
     return None
+
+
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.,-]{1,128}$")
+_SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d\d){0,2}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+
+
+def check_slurm_name(value: str) -> str | None:
+    if _SLURM_NAME_RE.match(value):
+        return None
+    return _("letters, digits, '_', '.', ',' and '-' (as SLURM names them)")
+
+
+def check_slurm_time(value: str) -> str | None:
+    if _SLURM_TIME_RE.match(value):
+        return None
+    return _("a SLURM time limit: MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
+
+
+def check_image(value: str) -> str | None:
+    if _IMAGE_RE.match(value):
+        return None
+    return _("a container image reference such as ghcr.io/you/project:1.0")

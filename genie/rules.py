@@ -72,6 +72,12 @@ def _fsdp_precision(v: Answers) -> str | None:
     return compat.fsdp_problem(v["torch"], v["precision"])
 
 
+def _manifests_launch_torchrun(v: Answers) -> str | None:
+    if v["scheduler"] == "kubernetes" and not FRAMEWORKS[v["framework"]].torchrun:
+        return _("the Kubeflow manifests launch torchrun; use --framework ddp, or --scheduler none")
+    return None
+
+
 def _torch_on_python(v: Answers) -> str | None:
     return compat.python_problem(v["torch"], v["python"])
 
@@ -98,6 +104,7 @@ RULES: tuple[Rule, ...] = (
     Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
     Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
     Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
+    Rule("scheduler", ("scheduler", "framework"), _manifests_launch_torchrun),
     Rule("torch", ("torch", "python"), _torch_on_python),
     Rule("compile", ("compile", "torch", "python"), _compile_here),
     Rule("framework", ("torch", "python", "framework", "task"), _libraries_exist),

@@ -18,9 +18,12 @@ from genie.errors import GenieError, SpecError
 from genie.fields import (
     Answers,
     Field,
+    check_image,
     check_master_addr,
     check_name,
     check_python,
+    check_slurm_name,
+    check_slurm_time,
     normalize_minor,
 )
 from genie.i18n import _
@@ -30,6 +33,18 @@ from genie.rules import allowed, problem_with, problems
 
 def _multi_node(answers: Answers) -> bool:
     return int(answers.get("nodes") or 1) > 1
+
+
+def _default_scheduler(answers: Answers, machine: Machine) -> str:
+    return "slurm" if machine.slurm else "none"
+
+
+def _slurm(answers: Answers) -> bool:
+    return answers.get("scheduler") == "slurm"
+
+
+def _kubernetes(answers: Answers) -> bool:
+    return answers.get("scheduler") == "kubernetes"
 
 
 # ---------------------------------------------------------------- defaults
@@ -63,6 +78,15 @@ TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVER
 TORCH_MARKS = {minor: _("unverified") for minor in compat.UNVERIFIED}
 
 
+SCHEDULER_CHOICES = {
+    "none": _("no scheduler: run launch/ scripts on each node yourself"),
+    "slurm": _("SLURM: sbatch launch/slurm.sbatch"),
+    "kubernetes": _("Kubernetes with Kubeflow: kubectl apply -f launch/pytorchjob.yaml"),
+}
+_NOT_SLURM = _("only applies to --scheduler slurm")
+_NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
+# The README names it; the pods need the project's code, so users build their own.
+DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
 
 
@@ -175,6 +199,38 @@ FIELDS: tuple[Field, ...] = (
         _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
+    Field(
+        "scheduler", str, _("Cluster scheduler?"),
+        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
+          "start each node yourself."),
+        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
+        choice_help=SCHEDULER_CHOICES,
+    ),
+    Field(
+        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "account", str, _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "time", str, _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
+        default=_const(None), check=check_slurm_time, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "image", str, _("Container image with the project and its requirements?"),
+        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
+        default=lambda answers, machine: DEFAULT_IMAGE.format(
+            name=str(answers.get("name") or "train").lower()),
+        check=check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
+    ),
 )  # fmt: skip
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
@@ -206,6 +262,11 @@ class Spec:
     compile: bool
     tracker: str
     seed: int
+    scheduler: str
+    partition: str | None  # SLURM only, and only when given
+    account: str | None
+    time: str | None
+    image: str | None  # Kubernetes only
 
     @property
     def multi_node(self) -> bool:
