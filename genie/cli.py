@@ -4,67 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from genie import __version__, contract
-from genie.compat import NEWEST
+from genie.cli_options import field_options
 from genie.errors import Aborted, GenieError, SmokeFailed
-from genie.fields import Field
 from genie.i18n import _
-from genie.spec import FIELDS
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
 DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
 
 
 # Defaults that depend on the machine or on other answers, as --help states them.
-_DEFAULTS_SHOWN = {
-    "name": _("the directory's name"),
-    "master_addr": _("this machine's hostname"),
-    "gpus_per_node": _("the GPUs found here"),
-    "torch": _("the installed torch if supported, else {v}").format(v=NEWEST),
-    "python": _("this Python, within what the torch version supports"),
-    "nproc_per_node": _("the GPU count, or {n} on CPU").format(n=contract.CPU_PROCESSES),
-    "precision": _("bf16 with GPUs, fp32 on CPU"),
-}
-
-
-def _default_shown(f: Field) -> str:
-    if f.name in _DEFAULTS_SHOWN:
-        return _DEFAULTS_SHOWN[f.name]
-    value = f.default({}, None)  # type: ignore[arg-type]  # the rest are constants
-    if f.kind is bool:
-        return f.flag if value else "--no-" + f.flag[2:]
-    return str(value)
-
-
-def _completer(f: Field) -> Callable[[click.Context, click.Parameter, str], list[str]]:
-    choices = f.choices or ()
-    return lambda ctx, param, incomplete: [c for c in choices if c.startswith(incomplete)]
-
-
-def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A click option for a spec field. Values stay strings: Field.parse judges them, the
-    same way it judges answers files and wizard replies."""
-    help_text = _("{help} [{accepted}; default: {default}]").format(
-        help=f.help, accepted=f.accepted(), default=_default_shown(f)
-    )
-    if f.kind is bool:
-        return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
-    return click.option(
-        f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text,
-        shell_complete=_completer(f) if f.choices else None,
-    )  # fmt: skip
-
-
-def _field_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    for f in reversed(FIELDS):
-        func = _field_option(f)(func)
-    return func
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="genie")
 def cli() -> None:
@@ -73,7 +26,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("directory", type=click.Path(path_type=Path))
-@_field_options
+@field_options
 @click.option(
     "--answers",
     "answers_file",

@@ -52,4 +52,5 @@ def test_genie_modules_stay_small():
         for p in (ROOT / "genie").rglob("*.py")
     }
     assert {k: n for k, n in sizes.items() if n > 400} == {}
-    assert sizes["genie/spec.py"] <= 320  # split into fields, spec, rules, answers
+    # split into fields (machinery), questions (the table), spec, rules and answers
+    assert sizes["genie/spec.py"] <= 300

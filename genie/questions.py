@@ -1,0 +1,229 @@
+"""The field table: every answer genie asks for, declared once (type, choices, default,
+help, checks, when it applies). The wizard and the flags are generated from it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from genie import compat, contract
+from genie.detect import Machine
+from genie.fields import (
+    Answers,
+    Field,
+    check_image,
+    check_master_addr,
+    check_name,
+    check_python,
+    check_slurm_name,
+    check_slurm_time,
+    normalize_minor,
+)
+from genie.i18n import _
+from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
+
+
+def _multi_node(answers: Answers) -> bool:
+    return int(answers.get("nodes") or 1) > 1
+
+
+def _default_scheduler(answers: Answers, machine: Machine) -> str:
+    return "slurm" if machine.slurm else "none"
+
+
+def _slurm(answers: Answers) -> bool:
+    return answers.get("scheduler") == "slurm"
+
+
+def _kubernetes(answers: Answers) -> bool:
+    return answers.get("scheduler") == "kubernetes"
+
+
+# ---------------------------------------------------------------- defaults
+
+
+def _default_torch(answers: Answers, machine: Machine) -> str:
+    if machine.torch:
+        installed = normalize_minor(machine.torch.split("+")[0])
+        if installed in compat.SUPPORTED:
+            return installed
+    return compat.NEWEST
+
+
+def _default_nproc(answers: Answers, machine: Machine) -> int:
+    return int(answers.get("gpus_per_node") or 0) or contract.CPU_PROCESSES
+
+
+def _default_precision(answers: Answers, machine: Machine) -> str:
+    return "bf16" if answers.get("gpus_per_node") else "fp32"
+
+
+def _const(value: Any) -> Callable[[Answers, Machine], Any]:
+    return lambda answers, machine: value
+
+
+# ---------------------------------------------------------------- the fields
+
+TASK_CHOICES = {key: task.summary for key, task in TASKS.items()}
+FRAMEWORK_CHOICES = {key: f.summary for key, f in FRAMEWORKS.items()}
+TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVERIFIED}
+TORCH_MARKS = {minor: _("unverified") for minor in compat.UNVERIFIED}
+
+
+SCHEDULER_CHOICES = {
+    "none": _("no scheduler: run launch/ scripts on each node yourself"),
+    "slurm": _("SLURM: sbatch launch/slurm.sbatch"),
+    "kubernetes": _("Kubernetes with Kubeflow: kubectl apply -f launch/pytorchjob.yaml"),
+}
+_NOT_SLURM = _("only applies to --scheduler slurm")
+_NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
+# The README names it; the pods need the project's code, so users build their own.
+DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
+_DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
+
+
+def _torchrun(answers: Answers) -> bool:
+    return FRAMEWORKS[str(answers.get("framework"))].torchrun
+
+
+FIELDS: tuple[Field, ...] = (
+    Field(
+        "name", str, _("Project name"),
+        _("Used for the README title and the rendezvous id; defaults to the directory name."),
+        default=_const(None), check=check_name,
+    ),
+    Field(
+        "nodes", int, _("How many nodes (machines)?"),
+        _("Each node runs one torchrun; 1 keeps everything on this machine."),
+        default=_const(1), minimum=1, maximum=4096,
+    ),
+    Field(
+        "master_addr", str, _("Master address (node 0's hostname or IP)?"),
+        _("Every node connects here to find the others; it must be reachable from all nodes."),
+        default=lambda answers, machine: machine.hostname, check=check_master_addr,
+        applies=_multi_node,
+    ),
+    Field(
+        "master_port", int, _("Master port?"),
+        _("A free TCP port on the master node, open to the other nodes."),
+        default=_const(29500), minimum=1024, maximum=65535, applies=_multi_node,
+    ),
+    Field(
+        "rdzv", str, _("Rendezvous backend?"),
+        _("c10d rendezvous survives a node restart; static needs fixed node ranks."),
+        default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
+    ),
+    Field(
+        "gpus_per_node", int, _("GPUs per node?"),
+        _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
+        default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
+    ),
+    Field(
+        "torch", str, _("PyTorch version?"),
+        _("The version your cluster runs; the generated code uses only its APIs."),
+        default=_default_torch, choices=compat.SUPPORTED, normalize=normalize_minor,
+        choice_help=TORCH_CHOICES, marks=TORCH_MARKS,
+    ),
+    Field(
+        "python", str, _("Python version on the cluster?"),
+        _("Decides which torch versions and features can work; defaults to this Python."),
+        default=lambda answers, machine: machine.python, check=check_python,
+        normalize=normalize_minor,
+    ),
+    Field(
+        "task", str, _("Task?"),
+        _("The model and data; every framework shares the same task code."),
+        default=_const("custom"), choices=tuple(TASKS), choice_help=TASK_CHOICES,
+    ),
+    Field(
+        "framework", str, _("Framework?"),
+        _("Who runs the training loop; all of them launch with torchrun except dp."),
+        default=_const("ddp"), choices=tuple(FRAMEWORKS), choice_help=FRAMEWORK_CHOICES,
+        warnings={k: f.warning for k, f in FRAMEWORKS.items() if f.warning},
+    ),
+    Field(
+        "strategy", str, _("Parallel strategy?"),
+        _("ddp keeps a full model copy per process; fsdp shards it, for models too big for one."),
+        default=_const("ddp"), choices=tuple(STRATEGIES), choice_help=STRATEGIES,
+        applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
+    ),
+    Field(
+        "nproc_per_node", int, _("Processes per node?"),
+        _("One process per GPU is the rule; defaults to the GPU count, or 2 on CPU."),
+        default=_default_nproc, minimum=1, maximum=256, applies=_torchrun,
+        not_applicable=_DP_ONE_PROCESS,
+    ),
+    Field(
+        "precision", str, _("Precision?"),
+        _("bf16 needs no loss scaling; fp16 needs a GPU and a GradScaler; fp32 is the baseline."),
+        default=_default_precision, choices=("bf16", "fp16", "fp32"),
+    ),
+    Field(
+        "batch_size", int, _("Batch size per process?"),
+        _("Global batch = batch size x processes x accumulation steps."),
+        default=_const(32), minimum=1, maximum=1_000_000,
+    ),
+    Field(
+        "grad_accum", int, _("Gradient accumulation steps?"),
+        _("Gradients are all-reduced only on the last micro-step (no_sync on the others)."),
+        default=_const(1), minimum=1, maximum=10_000,
+    ),
+    Field(
+        "epochs", int, _("Epochs?"), _("Passes over the training data."),
+        default=_const(3), minimum=1, maximum=1_000_000,
+    ),
+    Field(
+        "lr", float, _("Learning rate?"), _("AdamW learning rate."),
+        default=_const(1e-3), minimum=1e-12, maximum=10,
+    ),
+    Field(
+        "compile", bool, _("Use torch.compile?"),
+        _("Compiles the model for speed (torch 2.0+); the first steps are slower."),
+        default=_const(False),
+    ),
+    Field(
+        "tracker", str, _("Experiment tracker?"),
+        _("Where rank 0 logs loss, accuracy, learning rate, throughput; TensorBoard is offline."),
+        default=_const("tensorboard"), choices=tuple(compat.TRACKER_PACKAGES),
+    ),
+    Field(
+        "seed", int, _("Random seed?"),
+        _("Seeds Python and torch; every rank starts from the same weights."),
+        default=_const(42), minimum=0, maximum=2**32 - 1,
+    ),
+    Field(
+        "scheduler", str, _("Cluster scheduler?"),
+        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
+          "start each node yourself."),
+        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
+        choice_help=SCHEDULER_CHOICES,
+    ),
+    Field(
+        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "account", str, _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "time", str, _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
+        default=_const(None), check=check_slurm_time, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "image", str, _("Container image with the project and its requirements?"),
+        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
+        default=lambda answers, machine: DEFAULT_IMAGE.format(
+            name=str(answers.get("name") or "train").lower()),
+        check=check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
+    ),
+)  # fmt: skip
+
+FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+# Keys an answers file may carry besides the fields (written by genie itself).
+META_KEYS = ("genie_version", "files")
