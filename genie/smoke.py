@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -116,19 +117,47 @@ def plan(
     )
 
 
+# torchrun's --tee prefix, as it starts each piece of a rank's output it has read
+_TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")
+_CONTINUATION_LINES = 8  # how far a report split across reads may spread
+
+
 def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
-    """Every smoke report in the output (torchrun's ``[default0]:`` prefix is ignored)."""
+    """Every smoke report in the output, however it arrived.
+
+    The marker may sit anywhere in a line (after torchrun's ``[default0]:`` prefix, or after
+    a progress bar's carriage return); exactly one JSON object is decoded after it and
+    whatever follows (another rank's prefix glued on) is ignored. When torchrun read the
+    report in two pieces, the next lines (their prefix stripped) complete it. A marker
+    whose JSON never completes is reported as unparsable, never as a report.
+    """
     reports = []
-    for line in lines:
-        at = line.find(contract.MARKER)
-        if at < 0:
-            continue
-        try:
-            data = json.loads(line[at + len(contract.MARKER) :])
-        except json.JSONDecodeError:
-            data = None
-        reports.append(data if isinstance(data, dict) else {"unparsable": line.strip()})
+    decoder = json.JSONDecoder()
+    for i, line in enumerate(lines):
+        start = 0
+        while (at := line.find(contract.MARKER, start)) >= 0:
+            start = at + len(contract.MARKER)
+            text = line[start:].rstrip("\r\n")
+            data = _decode(decoder, text)
+            for more in lines[i + 1 : i + 1 + _CONTINUATION_LINES]:
+                if data is not None or contract.MARKER in more:
+                    break
+                text += _TEE_PREFIX.sub("", more.rstrip("\r\n"), count=1)
+                data = _decode(decoder, text)
+            if data is None:
+                reports.append({"unparsable": line.strip()})
+                continue
+            reports.append(data)
     return reports
+
+
+def _decode(decoder: json.JSONDecoder, text: str) -> dict[str, Any] | None:
+    """The one JSON object at the start of ``text`` (what follows is ignored), or None."""
+    try:
+        data, _end = decoder.raw_decode(text.lstrip())
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -> list[str]:
@@ -144,6 +173,13 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
             _("{n} report lines; only global rank 0 may print one").format(n=len(reports))
         )
     report = reports[-1]
+    if "unparsable" in report:
+        problems.append(
+            _("the {m}line is not one complete JSON object: {line}").format(
+                m=contract.MARKER, line=str(report["unparsable"])[:200]
+            )
+        )
+        return problems
     missing = [k for k in contract.REPORT_KEYS if k not in report]
     if missing:
         problems.append(_("report lacks {keys}").format(keys=", ".join(missing)))
