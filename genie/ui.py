@@ -63,16 +63,19 @@ def warn(message: str) -> None:
 
 
 def files(target: str, described: list[tuple[str, str]]) -> None:
-    console().print(f"\n[bold]{_('Wrote')}[/] {target}/", markup=True)
+    console().print(f"\n[bold]{_('Wrote')}[/] {escape(target)}/", markup=True)
     width = max(len(path) for path, _what in described)
     for path, what in described:
         console().print(f"  {path.ljust(width)}  [dim]{what}[/]", markup=True)
 
 
 def commands(target: str, cmds: list[Command]) -> None:
+    import shlex
+
     from genie.launch import shell_join
 
-    console().print(f"\n[bold]{_('Launch')}[/] (cd {target}):", markup=True)
+    # quoted: the line is meant to be pasted into a shell
+    console().print(f"\n[bold]{_('Launch')}[/] (cd {escape(shlex.quote(target))}):", markup=True)
     for c in cmds:
         console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True)
         console().print(f"    {shell_join(c.argv)}", markup=False, style="dim")
