@@ -250,9 +250,67 @@ def run(
         problems.insert(
             0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
         )
+    output = "".join(out.lines)
+    culprit = hung_rank(output) if out.timed_out else failed_rank(output)
+    if culprit:
+        problems.insert(1 if out.timed_out else 0, culprit)
     report = reports[-1] if reports else None
-    return SmokeResult(
-        p, out.returncode, out.seconds, out.timed_out, report, problems, "".join(out.lines)
+    return SmokeResult(p, out.returncode, out.seconds, out.timed_out, report, problems, output)
+
+
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?^\s*rank\s*:\s*(?P<rank>\d+).*?"
+    r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?P<rest>.*?)^=+$",
+    re.S | re.M,
+)
+_RAISED = re.compile(
+    r"^\s*(?:\[\w+\]:)?\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt): .*)$", re.M
+)
+_STACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+_LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen ")
+
+
+def failed_rank(output: str) -> str | None:
+    """The rank torchrun saw fail first, and how (its exception, exit code or signal)."""
+    m = _ROOT_CAUSE.search(output)
+    if m is None:
+        return None
+    rank, code = m.group("rank"), int(m.group("code"))
+    raised = _RAISED.findall(m.group("rest"))
+    if raised:
+        how = raised[-1].strip()
+    elif code < 0:
+        how = _("killed by signal {n}").format(n=-code)
+    else:
+        how = _("exit code {code}").format(code=code)
+    return _("rank {rank} failed first: {how}").format(rank=rank, how=how)
+
+
+def hung_rank(output: str) -> str | None:
+    """At a timeout, from each rank's stack dump: the ranks stuck outside torch (their
+    peers wait for them inside a collective)."""
+    where: dict[int, str] = {}
+    current: dict[int, bool] = {}
+    for line in output.splitlines():
+        prefix = re.match(r"^\[[A-Za-z_]*(\d+)\]:", line)
+        if prefix is None:
+            continue
+        rank, text = int(prefix.group(1)), line[prefix.end() :]
+        if text.startswith(("Current thread", "Thread ")):
+            current[rank] = text.startswith("Current thread") and rank not in where
+            continue
+        frame = _STACK_FRAME.match(text)
+        if frame is None or not current.get(rank) or rank in where:
+            continue
+        current[rank] = False  # only the innermost frame of the main thread counts
+        if not _LIBRARY.search(frame.group("path")):
+            name = frame.group("path").rsplit("/", 1)[-1]
+            where[rank] = f"{name}:{frame.group('line')} in {frame.group('func')}"
+    if not where:
+        return None
+    return "; ".join(
+        _("rank {rank} hung outside any collective, at {place}").format(rank=r, place=p)
+        for r, p in sorted(where.items())
     )
 
 

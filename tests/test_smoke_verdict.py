@@ -94,3 +94,51 @@ def test_the_reader_never_splits_a_line_written_in_pieces(tmp_path, cpu_plan):
     assert out.returncode == 0
     assert out.lines == [f"[default0]:{REPORT}[default0]:after\n"]
     assert smoke.judge(cpu_plan, 0, smoke.parse_reports(out.lines)) == []
+
+
+ROOT_CAUSE = """[default1]:GENIE_FAULT raise on rank 1 at step 1
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_10:40:00
+  host      : node0
+  rank      : {rank} (local_rank: {rank})
+  exitcode  : {code} (pid: 1234)
+  error_file: {error_file}
+  traceback : {traceback}
+============================================================
+"""
+
+
+@pytest.mark.parametrize(
+    ("rank", "code", "traceback", "named"),
+    [
+        (1, 1, "Traceback (most recent call last):\n    File \"x.py\", line 1, in f\n"
+         "  RuntimeError: boom", "rank 1 failed first: RuntimeError: boom"),
+        (0, 3, "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+         "rank 0 failed first: exit code 3"),
+        (1, -9, "Signal 9 (SIGKILL) received by PID 1234", "rank 1 failed first: killed by signal 9"),
+    ],
+)  # fmt: skip
+def test_the_rank_torchrun_saw_fail_first_is_named(rank, code, traceback, named):
+    output = ROOT_CAUSE.format(rank=rank, code=code, error_file="/tmp/e.json", traceback=traceback)
+    assert smoke.failed_rank(output) == named
+
+
+def test_a_hung_rank_is_told_from_the_ranks_waiting_for_it():
+    dump = """[default0]:Thread 0x01 (most recent call first):
+[default0]:  File "/usr/lib/python3.11/threading.py", line 331 in wait
+[default0]:  File "/p/tracking.py", line 10 in loop
+[default0]:Current thread 0x02 (most recent call first):
+[default0]:  File "/v/site-packages/torch/autograd/graph.py", line 841 in _engine_run_backward
+[default0]:  File "/p/train.py", line 107 in train_epoch
+[default1]:Current thread 0x03 (most recent call first):
+[default1]:  File "/p/smoke_check.py", line 59 in fault
+[default1]:  File "/v/site-packages/torch/nn/modules/module.py", line 1826 in inner
+"""
+    assert (
+        smoke.hung_rank(dump) == "rank 1 hung outside any collective, at smoke_check.py:59 in fault"
+    )
+    assert smoke.hung_rank("[default0]:no dump\n") is None

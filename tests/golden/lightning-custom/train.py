@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelChec
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader
 
 import data
@@ -252,15 +253,19 @@ def train(args: argparse.Namespace) -> None:
     if args.eval_only:
         trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
         return
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(module.net, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.fit(
         module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )
     if args.smoke:
-        import smoke_check
-
         smoke_check.check_run(trainer, module, datamodule.num_classes)
 
 
+# torchrun then shows the exception a failed rank raised, not only its exit code
+@record
 def main() -> None:
     args = parse_args()
     # The process group, joined here with --dist-timeout; Lightning uses it as it is.
