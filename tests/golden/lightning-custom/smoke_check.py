@@ -108,7 +108,7 @@ def checkpoint_loads(paths: list[Path], args, num_classes: int, parameters) -> b
     and the first holds exactly ``parameters`` (the weights training ended with)."""
     fresh = build_model(args, num_classes)
     for path in reversed(paths):
-        state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
         fresh.load_state_dict({k[len("net.") :]: v for k, v in state.items()})
     return holds_exactly(fresh, parameters)
 
