@@ -14,6 +14,9 @@ fi
 shift
 {% if g.rdzv == "c10d" %}
 # c10d assigns ranks itself; NODE_RANK only checks that you meant this node.
+# After an elastic restart the workers need a TCP store of their own: the rendezvous store
+# they share by default refused the re-formed group ("Gloo connectFullMesh failed").
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 {% endif %}
 exec {{ g.launch.multi_node }} "$@"
 {% endif %}

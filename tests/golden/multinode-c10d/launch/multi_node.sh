@@ -11,4 +11,7 @@ if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= 4 )); then
 fi
 shift
 # c10d assigns ranks itself; NODE_RANK only checks that you meant this node.
+# After an elastic restart the workers need a TCP store of their own: the rendezvous store
+# they share by default refused the re-formed group ("Gloo connectFullMesh failed").
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 exec torchrun --nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=gpu-node-0.cluster:29500 --rdzv_id=proj --max_restarts=3 train.py "$@"
