@@ -113,3 +113,41 @@ def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said
         env={**os.environ, "PYTHONPATH": str(project)}, check=True,
     ).stdout  # fmt: skip
     assert out.startswith(said) and out.count("\n") == 1, out
+
+
+def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tmp_path):
+    """Real training, then the README's smoke check, then a resume: the real checkpoints stay
+    byte for byte; resuming from the smoke model's checkpoint stops with one line."""
+    from ..conftest import run_genie
+
+    assert run_genie("new", "proj", "--yes", "--no-smoke", cwd=tmp_path).returncode == 0
+    project = tmp_path / "proj"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+
+    def launch(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "launch/single_node.sh", "--num-workers", "0", *args],
+            cwd=project, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    real = launch("--epochs", "1", "--max-steps", "3")
+    assert real.returncode == 0, real.stdout[-3000:] + real.stderr[-3000:]
+    checkpoints = project / "checkpoints"
+    before = {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")}
+    assert {"last.pt", "best.pt"} <= set(before)
+    smoke = launch("--smoke")
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    assert (checkpoints / "smoke" / "last.pt").is_file()
+    assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
+    resumed = launch("--eval-only")  # loads the real last.pt, writes nothing
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    misfit = launch("--resume", "--checkpoint-dir", "checkpoints/smoke")
+    output = misfit.stdout + misfit.stderr
+    assert misfit.returncode != 0
+    said = [line for line in output.splitlines() if "does not fit this model" in line]
+    assert len(said) == 1, output[-3000:]  # once, from rank 0
+    assert "--resume: checkpoints/smoke/last.pt does not fit this model: " in said[0]
+    assert "it lacks net." in said[0]  # the smoke model is smaller: the first missing layer
+    assert "size mismatch" not in output and "[rank0]: Traceback" not in output
+    assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
