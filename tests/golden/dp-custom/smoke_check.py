@@ -46,10 +46,10 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
         return
     steps = 0
 
-    def fault(module: nn.Module, inputs) -> None:
+    def fault() -> None:
         nonlocal steps
-        steps += module.training
-        if not module.training or steps != at:
+        steps += 1
+        if steps != at:
             return
         print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
         if kind == "hang":
@@ -64,7 +64,11 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    model.register_forward_pre_hook(fault)
+    def before_forward(module: nn.Module, inputs) -> None:
+        if module.training:  # training micro-batches, not validation
+            fault()
+
+    model.register_forward_pre_hook(before_forward)
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:

@@ -281,7 +281,7 @@ def train(args: argparse.Namespace) -> None:
     if args.smoke:
         import smoke_check
 
-        smoke_check.arm_fault(module.net, args.checkpoint_dir)  # GENIE_FAULT, for tests
+        smoke_check.arm_fault(module, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.fit(
         module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )

@@ -193,9 +193,7 @@ def train(args: argparse.Namespace) -> None:
     if args.smoke:
         import smoke_check
 
-        smoke_check.arm_fault(
-            trainer.model, args.checkpoint_dir
-        )  # GENIE_FAULT, for tests
+        smoke_check.arm_fault(trainer, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     if args.smoke:
         fresh = WithLoss(build_model(args, train_set.num_classes))

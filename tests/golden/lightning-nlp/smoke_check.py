@@ -32,7 +32,7 @@ def emit(report: dict) -> None:
     sys.stdout.flush()
 
 
-def arm_fault(model: nn.Module, marker_dir: Path) -> None:
+def arm_fault(trainer, marker_dir: Path) -> None:
     """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
     ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
     ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
@@ -47,10 +47,10 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
         return
     steps = 0
 
-    def fault(module: nn.Module, inputs) -> None:
+    def fault() -> None:
         nonlocal steps
-        steps += module.training
-        if not module.training or steps != at:
+        steps += 1
+        if steps != at:
             return
         print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
         if kind == "hang":
@@ -65,7 +65,13 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    model.register_forward_pre_hook(fault)
+    training_step = trainer.training_step
+
+    def faulty_step(*args, **kwargs):
+        fault()
+        return training_step(*args, **kwargs)
+
+    trainer.training_step = faulty_step  # each micro-batch of training
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
