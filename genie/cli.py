@@ -9,23 +9,54 @@ from typing import Any, Callable
 import click
 
 from genie import __version__, contract
+from genie.compat import NEWEST
 from genie.errors import Aborted, GenieError, SmokeFailed
 from genie.fields import Field
 from genie.i18n import _
 from genie.spec import FIELDS
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
+DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
+
+
+# Defaults that depend on the machine or on other answers, as --help states them.
+_DEFAULTS_SHOWN = {
+    "name": _("the directory's name"),
+    "master_addr": _("this machine's hostname"),
+    "gpus_per_node": _("the GPUs found here"),
+    "torch": _("the installed torch if supported, else {v}").format(v=NEWEST),
+    "python": _("this Python, within what the torch version supports"),
+    "nproc_per_node": _("the GPU count, or {n} on CPU").format(n=contract.CPU_PROCESSES),
+    "precision": _("bf16 with GPUs, fp32 on CPU"),
+}
+
+
+def _default_shown(f: Field) -> str:
+    if f.name in _DEFAULTS_SHOWN:
+        return _DEFAULTS_SHOWN[f.name]
+    value = f.default({}, None)  # type: ignore[arg-type]  # the rest are constants
+    if f.kind is bool:
+        return f.flag if value else "--no-" + f.flag[2:]
+    return str(value)
+
+
+def _completer(f: Field) -> Callable[[click.Context, click.Parameter, str], list[str]]:
+    choices = f.choices or ()
+    return lambda ctx, param, incomplete: [c for c in choices if c.startswith(incomplete)]
 
 
 def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A click option for a spec field. Values stay strings: Field.parse judges them, the
     same way it judges answers files and wizard replies."""
-    help_text = f"{f.help} [{f.accepted()}]"
+    help_text = _("{help} [{accepted}; default: {default}]").format(
+        help=f.help, accepted=f.accepted(), default=_default_shown(f)
+    )
     if f.kind is bool:
         return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
     return click.option(
-        f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text
-    )
+        f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text,
+        shell_complete=_completer(f) if f.choices else None,
+    )  # fmt: skip
 
 
 def _field_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -79,7 +110,19 @@ def new(
     smoke_timeout: float,
     **flags: Any,
 ) -> None:
-    """Generate a distributed training project in DIRECTORY, then smoke-test it."""
+    """Generate a distributed training project in DIRECTORY, then smoke-test it.
+
+    Without --yes, genie asks the essentials (nodes, GPUs, PyTorch, task, framework), shows a
+    summary, then offers to generate, change a setting or customize the training settings.
+    Cancelling there writes nothing and exits 1; Ctrl-C exits 130.
+
+    Examples:
+
+    \b
+      genie new ../demo                  # a few questions, then the summary
+      genie new ../demo --yes            # no questions: every default
+      genie new ../big --yes --nodes 2 --master-addr 10.0.0.5 --gpus-per-node 8
+    """
     from genie import answers as answers_mod
     from genie import detect, render, spec, ui
 
@@ -93,7 +136,7 @@ def new(
     machine = detect.machine()
     if yes:
         project = spec.build_spec(raw, machine)
-        ui.summary(project)
+        ui.summary(project, machine)
     else:
         if not sys.stdin.isatty():
             raise GenieError(
@@ -101,17 +144,26 @@ def new(
             )
         from genie import wizard
 
-        project = spec.build_spec(raw, machine, ask=wizard.make_ask(machine))
-        ui.summary(project)
-        if not wizard.confirm(project):
-            raise Aborted(_("nothing written"))
+        chosen = wizard.run(raw, machine, show=lambda s: ui.summary(s, machine))
+        if chosen is None:
+            ui.info(_("Cancelled: nothing written."))
+            sys.exit(DECLINED)
+        project = chosen
     render.write_project(target, render.render(project), force=force)
     ui.files(str(directory), render.project_files(project))
     from genie import launch
 
     ui.commands(str(directory), launch.commands(project))
     if run_smoke:
-        _smoke(project, target, machine, smoke_timeout, asked=False)
+        try:
+            _smoke(project, target, machine, smoke_timeout, asked=False)
+        except KeyboardInterrupt:
+            raise Aborted(
+                _(
+                    "smoke test interrupted; the project was written to {d}: "
+                    "run `genie smoke {d}` to test it"
+                ).format(d=directory)
+            ) from None
 
 
 @cli.command()
@@ -157,6 +209,7 @@ def _smoke(
             raise GenieError(_("cannot smoke-test here: ") + why)
         ui.warn(_("smoke test not run: ") + why)
         return
+    smoke_mod.require_packages(project, python)  # before announcing a run
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
     ui.verdict(result)
@@ -231,6 +284,73 @@ def _load_project(directory: Path) -> Any:
     return spec.build_spec(answers_mod.load_answers(answers), detect.machine())
 
 
+@cli.command()
+@click.argument("script", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Converted script [SCRIPT_ddp.py]."
+)
+@click.option(
+    "--nproc-per-node", type=click.IntRange(min=1), help="Processes per node [GPUs here, or 2]."
+)
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Nodes to train on (2 or more also writes a multi-node launch script).",
+)
+@click.option("--master-addr", help="Node 0's hostname or IP (several nodes).")
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    default=29500,
+    show_default=True,
+    help="Node 0's rendezvous port (several nodes).",
+)
+@click.option(
+    "--check/--no-check",
+    "run_check",
+    default=True,
+    help="Prove it: train on 2 processes under torchrun, parameters in sync at the end.",
+)
+@click.option("--check-args", default="", help='Arguments for the check run, e.g. "--epochs 1".')
+@click.option(
+    "--check-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Where the check runs (relative paths resolve there) [a new temporary directory].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds before the check is killed.",
+)
+@click.option("--force", is_flag=True, help="Replace existing output files (never SCRIPT).")
+@click.option("--yes", "-y", is_flag=True, help="Write without asking.")
+def convert(
+    script: Path,
+    output: Path | None,
+    nproc_per_node: int | None,
+    nodes: int,
+    master_addr: str | None,
+    master_port: int,
+    run_check: bool,
+    check_args: str,
+    check_dir: Path | None,
+    timeout: float,
+    force: bool,
+    yes: bool,
+) -> None:
+    """Turn a single-device training SCRIPT into a DDP script for torchrun, and prove it."""
+    from genie.convert import command
+
+    command.run(
+        script, output, nproc_per_node, nodes, master_addr, master_port,
+        check_args if run_check else None, check_dir, timeout, force, yes,
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors print one line and exit non-zero, never a traceback."""
     try:
@@ -241,12 +361,29 @@ def main(argv: list[str] | None = None) -> None:
             _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
         _fail(_("interrupted; nothing written"), 130)
     except click.ClickException as err:
+        if isinstance(err, click.NoSuchOption):
+            _suggest(err)
         err.show()
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         _fail(_("interrupted; nothing written"), 130)
     except GenieError as err:
         _fail(str(err), err.exit_code)
+
+
+def _suggest(err: click.NoSuchOption) -> None:
+    """Add the options that ``err``'s unknown one starts, or nearly spells (``--gpu`` ->
+    ``--gpus-per-node``), to what click suggests."""
+    from difflib import get_close_matches
+
+    if err.ctx is None:
+        return
+    known = [o for p in err.ctx.command.params for o in (*p.opts, *p.secondary_opts)]
+    typed = err.option_name
+    found = [o for o in known if o.startswith(typed)]
+    found += get_close_matches(typed, known, n=3, cutoff=0.5)
+    if found:
+        err.possibilities = list(dict.fromkeys(found))[:3]  # type: ignore[misc]
 
 
 def _fail(message: str, code: int) -> None:

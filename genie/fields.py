@@ -39,8 +39,8 @@ class Field:
     applies: Callable[[Answers], bool] = _always
     normalize: Callable[[str], str] | None = None
     choice_help: dict[str, str] | None = None  # one line per choice, for the wizard
-    available: Callable[[Answers], tuple[str, ...]] | None = None  # choices the wizard offers
     warnings: dict[str, str] | None = None  # printed when that choice is made
+    marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
 
     @property
@@ -54,7 +54,7 @@ class Field:
     def accepted(self) -> str:
         """Human description of the accepted values."""
         if self.choices:
-            return _("one of: ") + ", ".join(self.choices)
+            return _("one of: ") + ", ".join(self.titles())
         if self.kind is bool:
             return _("true or false")
         kind = {int: _("a whole number"), float: _("a number"), str: _("text")}[self.kind]
@@ -64,6 +64,11 @@ class Field:
         if low:
             return f"{kind} >= {low}"
         return kind
+
+    def titles(self, choices: tuple[str, ...] | None = None) -> list[str]:
+        """The choices as listed: each with its mark, e.g. "2.15 (not verified by genie yet)"."""
+        marks = self.marks or {}
+        return [f"{c} ({marks[c]})" if c in marks else c for c in choices or self.choices or ()]
 
     def parse(self, raw: Any) -> Any:
         """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""

@@ -30,32 +30,59 @@ def standalone(nproc: int, torchrun: Sequence[str] = ("torchrun",)) -> list[str]
     return [*torchrun, "--standalone", f"--nproc_per_node={nproc}"]
 
 
-def single_node_args(spec: Spec) -> list[str]:
-    """All processes on this machine."""
-    if not FRAMEWORKS[spec.framework].torchrun:
-        return ["python", ENTRYPOINT]  # DataParallel: one process drives every GPU
-    return [*standalone(spec.processes_per_node), ENTRYPOINT]
-
-
-def multi_node_args(spec: Spec, node_rank: int | str = NODE_RANK_VAR) -> list[str]:
-    """The command node ``node_rank`` runs (the same on every node for c10d)."""
-    args = ["torchrun", f"--nnodes={spec.nodes}", f"--nproc_per_node={spec.nproc_per_node}"]
-    if spec.rdzv == "c10d":
+def torchrun_args(
+    entrypoint: str,
+    nproc_per_node: int,
+    nodes: int = 1,
+    *,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    rdzv: str = "static",
+    rdzv_id: str | None = None,
+    node_rank: int | str = NODE_RANK_VAR,
+) -> list[str]:
+    """torchrun for ``entrypoint``: --standalone on one node; on several, c10d (every node
+    runs the same elastic command) or static (each node passes its own rank)."""
+    if nodes <= 1:
+        return [*standalone(nproc_per_node), entrypoint]
+    args = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}"]
+    if rdzv == "c10d":
         # Every node runs the same command; c10d assigns node ranks and, with max_restarts,
         # re-forms the group when a worker dies (train.py resumes from the last checkpoint).
         args += [
             "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={spec.master_addr}:{spec.master_port}",
-            f"--rdzv_id={spec.name}",
+            f"--rdzv_endpoint={master_addr}:{master_port}",
+            f"--rdzv_id={rdzv_id}",
             f"--max_restarts={ELASTIC_MAX_RESTARTS}",
         ]
     else:
         args += [
             f"--node_rank={node_rank}",
-            f"--master_addr={spec.master_addr}",
-            f"--master_port={spec.master_port}",
+            f"--master_addr={master_addr}",
+            f"--master_port={master_port}",
         ]
-    return [*args, ENTRYPOINT]
+    return [*args, entrypoint]
+
+
+def single_node_args(spec: Spec) -> list[str]:
+    """All processes on this machine."""
+    if not FRAMEWORKS[spec.framework].torchrun:
+        return ["python", ENTRYPOINT]  # DataParallel: one process drives every GPU
+    return torchrun_args(ENTRYPOINT, spec.processes_per_node)
+
+
+def multi_node_args(spec: Spec, node_rank: int | str = NODE_RANK_VAR) -> list[str]:
+    """The command node ``node_rank`` runs (the same on every node for c10d)."""
+    return torchrun_args(
+        ENTRYPOINT,
+        spec.processes_per_node,
+        spec.nodes,
+        master_addr=spec.master_addr,
+        master_port=spec.master_port,
+        rdzv=spec.rdzv or "static",
+        rdzv_id=spec.name,
+        node_rank=node_rank,
+    )
 
 
 def shell_join(argv: Sequence[str]) -> str:

@@ -69,7 +69,14 @@ FRAMEWORKS: dict[str, Framework] = {
             "PyTorch Lightning (FSDP strategy)",
             "Lightning",
             ("lightning",),
-            ("config.py", "dist_utils.py", "optim.py", "evaluation.py", "smoke_check.py"),
+            (
+                "config.py",
+                "dist_utils.py",
+                "optim.py",
+                "evaluation.py",
+                "tracking.py",
+                "smoke_check.py",
+            ),
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
             fsdp_needs_gpus="Lightning's FSDP strategy runs only on GPUs",
         ),

@@ -94,6 +94,7 @@ def project_files(spec: Spec) -> list[tuple[str, str]]:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
     files += [
         ("tests/test_smoke.py", _("pytest: 2-process CPU training, checkpoints, resume")),
+        ("pytest.ini", _("pytest settings: this directory is the rootdir wherever it sits")),
         ("requirements.txt", _("pinned dependencies for torch {v}").format(v=spec.torch)),
         ("README.md", _("how to run and adapt the project")),
         (".gitignore", _("keeps checkpoints and caches out of git")),

@@ -7,13 +7,17 @@ own process group, streams its output, enforces the timeout on the whole tree; :
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -81,6 +85,15 @@ def plan(
         precision = "bf16" if spec.precision == "fp16" else spec.precision
         if precision != spec.precision:
             notes.append(_("fp16 needs CUDA: tested bf16 on CPU"))
+    if spec.gpus_per_node and not machine.gpus:
+        notes.append(
+            _(
+                "ran on CPU with gloo: NCCL, {precision} on GPUs and {n} process(es) per node "
+                "are untested; run `genie smoke` on a GPU node to test them"
+            ).format(precision=spec.precision, n=spec.processes_per_node)
+        )
+    if python == sys.executable:
+        notes.extend(_version_notes(spec, machine))
     train = (
         "train.py",
         "--smoke",
@@ -115,6 +128,31 @@ def plan(
     return SmokePlan(
         argv, env, nproc, backend, device, precision, tuple(notes), strategy=spec.strategy
     )
+
+
+def _version_notes(spec: Spec, machine: Machine) -> list[str]:
+    """How the interpreter running the test differs from the one the project targets."""
+    found = []
+    if machine.torch:
+        here = machine.torch.split("+")[0]
+        try:
+            same = compat.parse_minor(here) == compat.parse_minor(spec.torch)
+        except ValueError:
+            same = True
+        if not same:
+            found.append(_("ran on torch {here}; the project targets torch {want}").format(
+                here=here, want=spec.torch))  # fmt: skip
+    if compat.parse_minor(machine.python) != compat.parse_minor(spec.python):
+        found.append(_("ran on Python {here}; the project targets Python {want}").format(
+            here=machine.python, want=spec.python))  # fmt: skip
+    if found:
+        found.append(
+            _(
+                "to test the real versions: pip install -r requirements.txt into an environment "
+                "with Python {py}, then genie smoke --python PATH/TO/ITS/python"
+            ).format(py=spec.python)
+        )
+    return found
 
 
 # torchrun's --tee prefix, as it starts each piece of a rank's output it has read
@@ -240,10 +278,11 @@ def run(
     """Run the smoke test of the project in ``project``; never raises for a failing project."""
     if not (project / "train.py").is_file():
         raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
-    _require_packages(spec, python)
+    require_packages(spec, python)
     with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
         p = plan(spec, machine, Path(checkpoints), python)
-        out = smoke_process.execute(p.argv, project, {**os.environ, **p.env}, timeout, echo)
+        with _quiet_on_interrupt(echo) as gated:
+            out = smoke_process.execute(p.argv, project, {**os.environ, **p.env}, timeout, gated)
     reports = parse_reports(out.lines)
     problems = judge(p, out.returncode, reports)
     if out.timed_out:
@@ -314,6 +353,29 @@ def hung_rank(output: str) -> str | None:
     )
 
 
+@contextlib.contextmanager
+def _quiet_on_interrupt(echo: Callable[[str], None]) -> Iterator[Callable[[str], None]]:
+    """``echo``, silenced from the moment Ctrl-C arrives: what torchrun prints while it is
+    being stopped (its own traceback) is not the user's concern."""
+    quiet = threading.Event()
+
+    def gated(line: str) -> None:
+        if not quiet.is_set():
+            echo(line)
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        quiet.set()
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if main else None
+    try:
+        yield gated
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
 def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:
     """What the project imports that ``python`` (the interpreter running the test) lacks."""
     from importlib.util import find_spec
@@ -338,7 +400,7 @@ def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:
     return out.split()
 
 
-def _require_packages(spec: Spec, python: str) -> None:
+def require_packages(spec: Spec, python: str) -> None:
     missing = missing_packages(spec, python)
     if missing:
         raise SmokeFailed(

@@ -113,21 +113,7 @@ def _const(value: Any) -> Callable[[Answers, Machine], Any]:
 TASK_CHOICES = {key: task.summary for key, task in TASKS.items()}
 FRAMEWORK_CHOICES = {key: f.summary for key, f in FRAMEWORKS.items()}
 TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVERIFIED}
-
-
-def _frameworks_available(answers: Answers) -> tuple[str, ...]:
-    # DataParallel lives in one process: it cannot span nodes.
-    return tuple(k for k, f in FRAMEWORKS.items() if f.multi_node or not _multi_node(answers))
-
-
-def _strategies_available(answers: Answers) -> tuple[str, ...]:
-    # The wizard offers fsdp only where it can be generated (the cross-check says why not).
-    torch = str(answers.get("torch"))
-    fsdp_ok = compat.parse_minor(torch) >= compat.FEATURES["fsdp"] and (
-        bool(answers.get("gpus_per_node"))
-        or not compat.fsdp_needs_gpus(str(answers.get("framework")), torch)
-    )
-    return tuple(STRATEGIES) if fsdp_ok else ("ddp",)
+TORCH_MARKS = {minor: _("unverified") for minor in compat.UNVERIFIED}
 
 
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
@@ -173,7 +159,7 @@ FIELDS: tuple[Field, ...] = (
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
         default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
-        choice_help=TORCH_CHOICES,
+        choice_help=TORCH_CHOICES, marks=TORCH_MARKS,
     ),
     Field(
         "python", str, _("Python version on the cluster?"),
@@ -190,14 +176,13 @@ FIELDS: tuple[Field, ...] = (
         "framework", str, _("Framework?"),
         _("Who runs the training loop; all of them launch with torchrun except dp."),
         default=_const("ddp"), choices=tuple(FRAMEWORKS), choice_help=FRAMEWORK_CHOICES,
-        available=_frameworks_available,
         warnings={k: f.warning for k, f in FRAMEWORKS.items() if f.warning},
     ),
     Field(
         "strategy", str, _("Parallel strategy?"),
         _("ddp keeps a full model copy per process; fsdp shards it, for models too big for one."),
         default=_const("ddp"), choices=tuple(STRATEGIES), choice_help=STRATEGIES,
-        available=_strategies_available, applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
+        applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
     ),
     Field(
         "nproc_per_node", int, _("Processes per node?"),
@@ -333,55 +318,162 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
         elif given is not None:
             values[f.name] = f.parse(given)
         elif ask is not None:
-            values[f.name] = ask(f, f.default(values, machine), values)
+            values[f.name] = ask(f, default(f, values, machine), values)
         else:
-            values[f.name] = f.default(values, machine)
+            values[f.name] = default(f, values, machine)
     return values
+
+
+def default(field: Field, answers: Answers, machine: Machine) -> Any:
+    """``field``'s default given the answers so far, held to the same rules as an answer:
+    when the plain default breaks one, the first value that does not (or, for Python, the
+    nearest version the chosen torch supports)."""
+    value = field.default(answers, machine)
+    if value is None or problem_with(field, value, answers) is None:
+        return value
+    if field.name == "python" and answers.get("torch"):
+        release = compat.release(str(answers["torch"]))
+        py = compat.parse_minor(str(value))
+        nearest = min(max(py, release.python_min), release.python_max)
+        return compat.format_minor(nearest)
+    options = allowed(field, answers)
+    return options[0] if options else value
+
+
+# ---------------------------------------------------------------- cross-field rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule that involves several answers. ``problem`` reads only the answers named in
+    ``needs`` and returns what is wrong, or None. ``blames`` is the answer that gets re-asked.
+
+    The same rules make the final check (:func:`_cross_check`), filter the wizard's choices
+    (:func:`allowed`) and judge defaults (:func:`resolve`): they are written once."""
+
+    blames: str
+    needs: tuple[str, ...]
+    problem: Callable[[Answers], str | None]
+
+    def ready(self, answers: Answers) -> bool:
+        return all(k in answers for k in self.needs)
+
+
+def _dp_one_node(v: Answers) -> str | None:
+    if not FRAMEWORKS[v["framework"]].multi_node and int(v["nodes"]) > 1:
+        return _(
+            "DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"
+        )
+    return None
+
+
+def _one_process_per_gpu(v: Answers) -> str | None:
+    gpus, nproc = v["gpus_per_node"], v["nproc_per_node"]
+    if gpus and nproc and nproc > gpus:
+        return _("at most one process per GPU: {n} or fewer").format(n=gpus)
+    return None
+
+
+def _fp16_needs_gpus(v: Answers) -> str | None:
+    if v["precision"] == "fp16" and not v["gpus_per_node"]:
+        return _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU")
+    return None
+
+
+def _fsdp_here(v: Answers) -> str | None:
+    if v["strategy"] != "fsdp":
+        return None
+    if compat.parse_minor(v["torch"]) < compat.FEATURES["fsdp"]:
+        return compat.fsdp_problem(v["torch"], "fp32")
+    needs_gpus = compat.fsdp_needs_gpus(v["framework"], v["torch"])
+    if not v["gpus_per_node"] and needs_gpus:
+        return needs_gpus + _(
+            "; set --gpus-per-node, or use --framework ddp with torch {v} for FSDP on CPU"
+        ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
+    return None
+
+
+def _fsdp_precision(v: Answers) -> str | None:
+    if v["strategy"] != "fsdp":
+        return None
+    return compat.fsdp_problem(v["torch"], v["precision"])
+
+
+def _torch_on_python(v: Answers) -> str | None:
+    return compat.python_problem(v["torch"], v["python"])
+
+
+def _compile_here(v: Answers) -> str | None:
+    if not v["compile"]:
+        return None
+    problem = compat.compile_problem(v["torch"], v["python"])
+    return problem + _("; use --no-compile") if problem else None
+
+
+def _libraries_exist(v: Answers) -> str | None:
+    try:
+        compat.requirements(v["torch"], v["python"], v["framework"], v["task"])
+    except LookupError as err:
+        return str(err)
+    return None
+
+
+# In the order the final check reports them.
+RULES: tuple[Rule, ...] = (
+    Rule("framework", ("framework", "nodes"), _dp_one_node),
+    Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
+    Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
+    Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
+    Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
+    Rule("torch", ("torch", "python"), _torch_on_python),
+    Rule("compile", ("compile", "torch", "python"), _compile_here),
+    Rule("framework", ("torch", "python", "framework", "task"), _libraries_exist),
+)
+
+
+def problems(answers: Answers, only: str | None = None) -> list[tuple[Rule, str]]:
+    """Every rule that the answers so far break (rules whose answers are not all in yet
+    are skipped); with ``only``, just the rules that read that answer."""
+    found = []
+    for rule in RULES:
+        if only is not None and only not in rule.needs:
+            continue
+        if rule.ready(answers):
+            problem = rule.problem(answers)
+            if problem:
+                found.append((rule, problem))
+    return found
+
+
+def problem_with(field: Field, value: Any, answers: Answers) -> str | None:
+    """What a rule says against answering ``field`` with ``value``, given the answers so
+    far; None when nothing does (what the wizard validates a reply with)."""
+    found = problems({**answers, field.name: value}, only=field.name)
+    return found[0][1] if found else None
+
+
+def allowed(field: Field, answers: Answers) -> tuple[Any, ...]:
+    """The choices (or, for a yes/no answer, the values) of ``field`` that no rule rejects
+    given the answers so far: what the wizard offers."""
+    options: tuple[Any, ...] = (True, False) if field.kind is bool else field.choices or ()
+    return tuple(c for c in options if problem_with(field, c, answers) is None)
 
 
 def _cross_check(v: Mapping[str, Any]) -> None:
     """Rules that involve several answers; they run once, after every answer is in."""
-    label = FIELD_BY_NAME
-    if not FRAMEWORKS[v["framework"]].multi_node and v["nodes"] > 1:
-        raise SpecError(
-            label["framework"].label, v["framework"],
-            _("DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"),
-        )  # fmt: skip
-    if v["gpus_per_node"] and v["nproc_per_node"] and v["nproc_per_node"] > v["gpus_per_node"]:
-        raise SpecError(
-            label["nproc_per_node"].label, v["nproc_per_node"],
-            _("at most one process per GPU: {n} or fewer").format(n=v["gpus_per_node"]),
-        )  # fmt: skip
-    if v["precision"] == "fp16" and not v["gpus_per_node"]:
-        raise SpecError(
-            label["precision"].label, "fp16",
-            _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU"),
-        )  # fmt: skip
-    if v["strategy"] == "fsdp":
-        problem = compat.fsdp_problem(v["torch"], v["precision"])
-        needs_gpus = compat.fsdp_needs_gpus(v["framework"], v["torch"])
-        if not problem and not v["gpus_per_node"] and needs_gpus:
-            problem = needs_gpus + _(
-                "; set --gpus-per-node, or use --framework ddp with torch {v} for FSDP on CPU"
-            ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
-        if problem:
-            raise SpecError(label["strategy"].label, "fsdp", problem)
-    problem = compat.python_problem(v["torch"], v["python"])
-    if problem:
-        raise SpecError(label["torch"].label, v["torch"], problem)
-    if v["compile"]:
-        problem = compat.compile_problem(v["torch"], v["python"])
-        if problem:
-            raise SpecError(label["compile"].label, True, problem + _("; use --no-compile"))
-    try:
-        compat.requirements(v["torch"], v["python"], v["framework"], v["task"])
-    except LookupError as err:
-        raise SpecError(label["framework"].label, v["framework"], str(err)) from None
+    found = problems(v)
+    if found:
+        rule, problem = found[0]
+        raise SpecError(FIELD_BY_NAME[rule.blames].label, v[rule.blames], problem)
 
 
 def build_spec(raw: Answers, machine: Machine, ask: Ask | None = None) -> Spec:
     """The one way to get a :class:`Spec`: resolve defaults, validate fields, then cross-check."""
-    values = resolve(raw, machine, ask)
+    return finish(resolve(raw, machine, ask))
+
+
+def finish(values: dict[str, Any]) -> Spec:
+    """Resolved values to a :class:`Spec`, after the rules that involve several answers."""
     if values["name"] is None:
         raise SpecError(FIELD_BY_NAME["name"].label, None, _("a project name is required"))
     _cross_check(values)

@@ -13,6 +13,7 @@ from genie.i18n import _
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from genie.detect import Machine
     from genie.doctor import Result as DoctorResult
     from genie.launch import Command
     from genie.smoke import SmokeResult
@@ -41,7 +42,7 @@ def info(message: str) -> None:
     console().print(message, markup=False)
 
 
-def summary(spec: Spec) -> None:
+def summary(spec: Spec, machine: Machine | None = None) -> None:
     from rich.table import Table
 
     from genie.spec import FIELD_BY_NAME
@@ -56,6 +57,13 @@ def summary(spec: Spec) -> None:
     console().print(table)
     for warning in spec.warnings():
         warn(warning)
+    if machine is not None and spec.multi_node and spec.master_addr == machine.hostname:
+        warn(
+            _(
+                "the master address is this machine's hostname ({h}), the default: every "
+                "node must reach it by that name, or pass --master-addr"
+            ).format(h=machine.hostname)
+        )
 
 
 def warn(message: str) -> None:
@@ -65,8 +73,8 @@ def warn(message: str) -> None:
 def files(target: str, described: list[tuple[str, str]]) -> None:
     console().print(f"\n[bold]{_('Wrote')}[/] {escape(target)}/", markup=True)
     width = max(len(path) for path, _what in described)
-    for path, what in described:
-        console().print(f"  {path.ljust(width)}  [dim]{what}[/]", markup=True)
+    for path, what in described:  # soft_wrap: a long line is never broken into two
+        console().print(f"  {path.ljust(width)}  [dim]{what}[/]", markup=True, soft_wrap=True)
 
 
 def commands(target: str, cmds: list[Command]) -> None:
@@ -74,22 +82,24 @@ def commands(target: str, cmds: list[Command]) -> None:
 
     from genie.launch import shell_join
 
-    # quoted: the line is meant to be pasted into a shell
-    console().print(f"\n[bold]{_('Launch')}[/] (cd {escape(shlex.quote(target))}):", markup=True)
+    # quoted: pasted into a shell; soft_wrap: never broken into two lines, at any width
+    console().print(
+        f"\n[bold]{_('Launch')}[/] (cd {escape(shlex.quote(target))}):", markup=True, soft_wrap=True
+    )
     for c in cmds:
-        console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True)
-        console().print(f"    {shell_join(c.argv)}", markup=False, style="dim")
+        console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True, soft_wrap=True)
+        console().print(f"    {shell_join(c.argv)}", markup=False, style="dim", soft_wrap=True)
 
 
 def stream(line: str) -> None:
     console().print("  │ " + line, markup=False, style="dim", soft_wrap=True)
 
 
-def verdict(result: SmokeResult) -> None:
+def verdict(result: SmokeResult, title: str | None = None) -> None:
     from rich.table import Table
 
     p, r = result.plan, result.report or {}
-    table = Table(title=_("Smoke test"), show_header=False)
+    table = Table(title=title or _("Smoke test"), show_header=False)
     if p.devices is not None:
         tested = _("1 process (DataParallel over {n} device(s)), {device}, {precision}")
     else:

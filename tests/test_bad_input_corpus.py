@@ -238,7 +238,7 @@ WIZARD = [
 
 @pytest.mark.parametrize(("name", "reply", "accepted"), WIZARD)
 def test_the_wizard_refuses_an_invalid_reply_saying_what_is_accepted(name, reply, accepted):
-    verdict = wizard._validator(FIELD_BY_NAME[name])(reply)
+    verdict = wizard._validator(FIELD_BY_NAME[name], {"nodes": 2})(reply)
     assert verdict is not True and accepted in verdict, verdict
 
 

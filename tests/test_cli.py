@@ -107,7 +107,9 @@ def test_smoke_on_a_directory_that_is_not_a_project_fails_cleanly(tmp_path):
     assert result.returncode == 2 and ".genie.yml not found" in result.stderr
 
 
-@pytest.mark.parametrize("args", [["--help"], ["new", "--help"], ["smoke", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["new", "--help"], ["smoke", "--help"], ["convert", "--help"]]
+)
 def test_help_imports_neither_torch_nor_cookiecutter_nor_black(args):
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "genie", *args], capture_output=True, text=True
@@ -115,6 +117,7 @@ def test_help_imports_neither_torch_nor_cookiecutter_nor_black(args):
     assert proc.returncode == 0 and "Usage:" in proc.stdout
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     heavy = {"torch", "cookiecutter", "black", "questionary", "prompt_toolkit", "yaml", "rich"}
+    heavy |= {"libcst"}  # genie convert imports it only when it runs
     assert heavy.isdisjoint(imported), heavy & imported
 
 
@@ -137,3 +140,125 @@ def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, mo
         "no more input; answer every question, or pass --yes and flags" in capsys.readouterr().err
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- the first hour (issue 13)
+
+
+def _new(tmp_path, *args: str):
+    return run_genie("new", "proj", "--yes", "--no-smoke", *args, cwd=tmp_path)
+
+
+def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
+    from genie import launch, render
+    from genie.detect import Machine
+    from genie.spec import build_spec
+
+    args = ["--nodes", "2", "--master-addr", "a-rather-long-hostname.example.org",
+            "--gpus-per-node", "4", "--master-port", "29555"]  # fmt: skip
+    result = run_genie("new", "proj", "--yes", "--no-smoke", *args, cwd=tmp_path, COLUMNS="60")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    machine = Machine(gpus=0, torch=None, python="3.11", hostname="h")
+    raw = dict(zip([a[2:].replace("-", "_") for a in args[::2]], args[1::2]))
+    project = build_spec({"name": "proj", **raw}, machine)
+    for command in launch.commands(project):
+        whole = launch.shell_join(command.argv)
+        assert len(whole) > 60 and any(line.strip() == whole for line in lines)
+    for path, what in render.project_files(project):
+        assert any(path in line and what in line for line in lines), path
+
+
+def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
+    tmp_path, monkeypatch, capsys
+):
+    from genie import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_smoke", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["new", str(tmp_path / "proj"), "--yes"])
+    assert exit_.value.code == 130
+    err = capsys.readouterr().err
+    assert "smoke test interrupted; the project was written to" in err
+    assert "genie smoke" in err and "nothing written" not in err
+    assert (tmp_path / "proj" / "train.py").is_file()
+    assert cli.DECLINED == 1
+
+
+def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monkeypatch, capsys):
+    from genie import cli, smoke
+
+    assert _new(tmp_path).returncode == 0
+    monkeypatch.setattr(smoke, "missing_packages", lambda spec, python: ["tqdm"])
+    monkeypatch.setattr(smoke, "unavailable", lambda spec, machine: None)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["smoke", str(tmp_path / "proj")])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 1 and "lacks tqdm" in err
+    assert "Smoke test" not in out
+
+
+def test_the_verdict_lists_what_the_smoke_did_not_test(cpu_machine):
+    from pathlib import Path
+
+    from genie import smoke
+    from genie.spec import build_spec
+
+    project = build_spec(
+        {"name": "p", "torch": "1.13", "python": "3.10", "gpus_per_node": 2,
+         "precision": "fp16"}, cpu_machine,
+    )  # fmt: skip
+    notes = "\n".join(smoke.plan(project, cpu_machine, Path("/tmp/x")).notes)
+    assert "ran on torch 2.14.1; the project targets torch 1.13" in notes
+    assert "ran on Python 3.11; the project targets Python 3.10" in notes
+    assert "genie smoke --python" in notes
+    assert "NCCL" in notes and "run `genie smoke` on a GPU node" in notes
+    same = build_spec({"name": "p"}, cpu_machine)
+    assert smoke.plan(same, cpu_machine, Path("/tmp/x")).notes == ()
+
+
+def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, capsys):
+    from genie import ui
+    from genie.spec import build_spec
+
+    ui.summary(build_spec({"name": "p", "nodes": 2}, cpu_machine), cpu_machine)
+    assert "master address is this machine's hostname (node0.cluster)" in capsys.readouterr().out
+    ui.summary(build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, cpu_machine),
+               cpu_machine)  # fmt: skip
+    assert "master address" not in capsys.readouterr().out
+
+
+def test_help_shows_defaults_examples_and_unverified_versions(tmp_path):
+    out = run_genie("new", "--help", cwd=tmp_path).stdout
+    assert "Examples:" in out and "genie new ../demo --yes" in out
+    assert "default: 29500" in out and "default: ddp" in out
+    assert "2.15 (unverified)" in out
+
+
+def test_an_unknown_flag_suggests_the_nearest(tmp_path):
+    result = run_genie("new", "proj", "--gpu", "2", cwd=tmp_path)
+    assert result.returncode == 2 and "Did you mean '--gpus-per-node'?" in result.stderr
+
+
+def _complete(shell: str, words: str, tmp_path) -> str:
+    cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    out = run_genie(
+        cwd=tmp_path, _GENIE_COMPLETE=f"{shell}_complete", COMP_WORDS=words, COMP_CWORD=cword
+    ).stdout
+    return " ".join(line.split(",", 1)[-1] for line in out.splitlines())  # bash: "plain,new"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_scripts_exist(tmp_path, shell):
+    script = run_genie(cwd=tmp_path, _GENIE_COMPLETE=f"{shell}_source").stdout
+    assert "_GENIE_COMPLETE" in script and f"{shell}_complete" in script
+
+
+def test_completion_of_subcommands_flags_and_choices(tmp_path):
+    assert {"new", "smoke", "doctor"} <= set(_complete("bash", "genie ", tmp_path).split())
+    assert "--gpus-per-node" in _complete("bash", "genie new x --gpus", tmp_path).split()
+    assert _complete("bash", "genie new x --framework l", tmp_path).split() == ["lightning"]
+    assert _complete("bash", "genie new x --torch 2.1", tmp_path).split()[:2] == ["2.15", "2.14"]

@@ -81,7 +81,12 @@ def fake_smi(tmp_path: Path, topo: str = SMI_TOPO, fails: bool = False) -> dict[
 
 def cpu_env(**extra: str) -> dict[str, str]:
     """This machine's environment without nvidia-smi on PATH (as it is here) plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CUDA_VISIBLE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # COLUMNS: pytest-xdist's workers set it, and it would narrow run_genie's table
+        if not k.startswith(("NCCL_", "CUDA_VISIBLE")) and k != "COLUMNS"
+    }
     return {**env, **extra}
 
 

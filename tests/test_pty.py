@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pexpect
@@ -23,15 +24,13 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child.sendline("")
     child.expect("GPUs per node")
     child.sendline("")
-    for question in ("PyTorch version", "Python version", "Task", "Framework", "Parallel strategy",
-                     "Processes per node", "Precision", "Batch size", "Gradient accumulation",
-                     "Epochs", "Learning rate", "torch.compile", "Experiment tracker",
-                     "Random seed"):  # fmt: skip
+    for question in ("PyTorch version", "Task", "Framework"):  # the essentials, then the summary
         child.expect(question)
         child.send("\r")
     child.expect("Global batch")  # the summary
     child.expect("Generate this project")
-    child.send("y")
+    child.expect("Customize training settings")
+    child.send("\r")  # Generate
     child.expect("bash launch/single_node.sh")
     child.expect(pexpect.EOF)
     child.close()
@@ -59,10 +58,12 @@ def test_declining_the_summary_writes_nothing(tmp_path):
                   "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile", "--tracker", "none",
                   "--seed", "1")  # fmt: skip
     child.expect("Generate this project")
-    child.send("n")
+    child.expect("Cancel: write nothing")
+    child.send("n\r")
+    child.expect("nothing written")
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 130
+    assert child.exitstatus == 1  # declined; 130 is Ctrl-C's
     assert list(tmp_path.iterdir()) == []
 
 
@@ -76,3 +77,19 @@ def test_ctrl_d_at_a_prompt_exits_130_pointing_to_yes(tmp_path):
     child.close()
     assert child.exitstatus == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_launch_commands_are_one_line_each_in_a_60_column_terminal(tmp_path):
+    child = pexpect.spawn(
+        sys.executable, ["-m", "genie", "new", "proj", "--yes", "--no-smoke", "--nodes", "2",
+                         "--master-addr", "a-rather-long-hostname.example.org",
+                         "--gpus-per-node", "4"],
+        cwd=str(tmp_path), env={**ENV, "COLUMNS": "60"}, encoding="utf-8", timeout=60,
+        dimensions=(40, 60),
+    )  # fmt: skip
+    output = re.sub(r"\x1b\[[0-9;]*m", "", child.read())  # dim and bold stay under NO_COLOR
+    child.close()
+    assert child.exitstatus == 0, output
+    commands = [x.strip() for x in output.splitlines() if x.strip().startswith("torchrun ")]
+    assert len(commands) == 2 and all(len(c) > 60 for c in commands)
+    assert all(c.endswith("train.py") for c in commands), commands

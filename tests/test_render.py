@@ -326,3 +326,16 @@ def test_lightning_reads_the_topology_torchrun_or_slurm_launched(
         assert dist_utils.topology() == expected
     finally:
         sys.modules.pop("dist_utils", None)
+
+
+def test_every_readme_says_how_to_install_without_a_gpu_and_reuse_an_environment(rendered):
+    cpu_index = "--index-url https://download.pytorch.org/whl/cpu"
+    readme = (ROOT / "README.md").read_text()
+    assert cpu_index in readme and "genie new ../demo" in readme and "pytest.ini" in readme
+    for variant, files in rendered.items():
+        text = files["README.md"].decode()
+        assert cpu_index in text and "--python" in text, variant
+        assert "pytest.ini" in files and b"[pytest]" in files["pytest.ini"], variant
+        for script in ("launch/single_node.sh", "launch/multi_node.sh"):
+            if script in files:
+                assert b'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"' in files[script]

@@ -153,3 +153,21 @@ def test_framework_fsdp_cannot_be_smoke_tested_without_gpus(cpu_machine, gpu_mac
         gpu_machine,
     )
     assert "FSDP on CPU works from torch 2.14" in smoke.unavailable(older, cpu_machine)
+
+
+def test_ctrl_c_silences_what_torchrun_prints_while_it_is_stopped():
+    import os
+    import signal
+
+    import pytest
+
+    from genie import smoke
+
+    seen: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        with smoke._quiet_on_interrupt(seen.append) as echo:
+            echo("step 1")
+            os.kill(os.getpid(), signal.SIGINT)
+    echo("Traceback (most recent call last):")  # torchrun dying after Ctrl-C
+    assert seen == ["step 1"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

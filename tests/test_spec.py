@@ -10,7 +10,7 @@ import pytest
 from genie import compat
 from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError, SpecError
-from genie.spec import FIELDS, Spec, build_spec
+from genie.spec import FIELD_BY_NAME, FIELDS, Spec, build_spec
 
 
 def spec_of(machine, **raw):
@@ -58,8 +58,8 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"gpus_per_node": "2.5"}, "gpus_per_node (--gpus-per-node): '2.5' is not valid: a whole number between 0 and 64"),
         ({"nodes": 2, "master_addr": "h", "master_port": "70000"},
          "master_port (--master-port): '70000' is not valid: a whole number between 1024 and 65535"),
-        ({"torch": "3.1"}, "torch (--torch): '3.1' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
-        ({"torch": "latest"}, "torch (--torch): 'latest' is not valid: one of: " + ", ".join(compat.SUPPORTED)),
+        ({"torch": "3.1"}, "torch (--torch): '3.1' is not valid: one of: " + ", ".join(FIELD_BY_NAME["torch"].titles())),
+        ({"torch": "latest"}, "torch (--torch): 'latest' is not valid: one of: " + ", ".join(FIELD_BY_NAME["torch"].titles())),
         ({"name": "a/b"}, "name (--name): 'a/b' is not valid: letters, digits"),
         ({"name": ".."}, "name (--name): '..' is not valid: letters, digits"),
         ({"name": "x..y"}, "name (--name): 'x..y' is not valid: letters, digits"),

@@ -12,9 +12,9 @@ from genie.errors import SpecError
 from genie.spec import build_spec
 
 from .conftest import project_code
+from .variants import FRAMEWORKS
 
 MACHINE = Machine(gpus=0, torch=None, python="3.11", hostname="node0")
-FRAMEWORKS = ("ddp", "lightning", "hf", "dp")
 
 
 def python_for(release: compat.TorchRelease) -> str:

@@ -116,3 +116,128 @@ def test_fsdp_is_offered_only_where_it_can_be_generated(cpu_machine):
     # plain PyTorch on CPU: fsdp is the second entry
     spec, _ = run_wizard(cpu_machine, ENTER * 6 + DOWN + ENTER + ENTER * 20)
     assert spec.framework == "ddp" and spec.strategy == "fsdp"
+
+
+# ---------------------------------------------------------------- the whole wizard (run)
+
+MENU_GENERATE, MENU_CHANGE, MENU_CUSTOMIZE, MENU_CANCEL = (
+    ENTER,
+    "c" + ENTER,
+    "t" + ENTER,
+    "n" + ENTER,
+)
+
+
+def run_flow(machine, keys: str, raw=None, monkeypatch=None):
+    asked: list[str] = []
+    shown: list = []
+    real = wizard.make_ask
+
+    def recording_make_ask(machine, **kwargs):
+        ask = real(machine, **kwargs)
+
+        def recording(field, default, answers):
+            asked.append(field.name)
+            return ask(field, default, answers)
+
+        return recording
+
+    monkeypatch.setattr(wizard, "make_ask", recording_make_ask)
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        spec = wizard.run(
+            {"name": "proj", **(raw or {})}, machine, shown.append, input=pipe, output=DummyOutput()
+        )
+    return spec, asked, shown
+
+
+def test_the_default_path_asks_five_questions_then_the_summary(cpu_machine, monkeypatch):
+    spec, asked, shown = run_flow(cpu_machine, ENTER * 5 + MENU_GENERATE, monkeypatch=monkeypatch)
+    assert asked == ["nodes", "gpus_per_node", "torch", "task", "framework"]
+    assert len(shown) == 1 and spec == shown[0] == build_spec({"name": "proj"}, cpu_machine)
+
+
+def test_multi_node_essentials_add_master_port_and_rendezvous(cpu_machine, monkeypatch):
+    keys = CLEAR + "2" + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 6 + MENU_GENERATE
+    spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked == ["nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch",
+                     "task", "framework"]  # fmt: skip
+    assert spec.master_addr == "10.0.0.7"
+
+
+def test_customize_asks_the_training_settings(cpu_machine, monkeypatch):
+    keys = ENTER * 5 + MENU_CUSTOMIZE + ENTER * 4 + CLEAR + "7" + ENTER + ENTER * 10 + MENU_GENERATE
+    spec, asked, shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked[5:10] == ["python", "strategy", "nproc_per_node", "precision", "batch_size"]
+    assert "seed" in asked and spec.batch_size == 7 and len(shown) == 2
+
+
+def test_change_a_setting_re_asks_only_that_one(cpu_machine, monkeypatch):
+    # change: the list starts at nodes; two down is torch
+    keys = ENTER * 5 + MENU_CHANGE + DOWN * 2 + ENTER + DOWN + ENTER + MENU_GENERATE
+    spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked[5:] == ["torch"] and spec.torch == "2.13"
+
+
+def test_cancel_returns_nothing(cpu_machine, monkeypatch):
+    spec, _asked, _shown = run_flow(cpu_machine, ENTER * 5 + MENU_CANCEL, monkeypatch=monkeypatch)
+    assert spec is None
+
+
+def test_an_answer_a_later_rule_rejects_is_asked_again_not_fatal(cpu_machine, monkeypatch):
+    # --python 3.11 on the command line; torch 1.13 (the last entry) does not run on it:
+    # the wizard says so and asks the torch question again, now without 1.13.
+    keys = ENTER * 2 + DOWN * 15 + ENTER + ENTER * 2 + ENTER + MENU_GENERATE
+    spec, asked, _shown = run_flow(cpu_machine, keys, raw={"python": "3.11"},
+                                   monkeypatch=monkeypatch)  # fmt: skip
+    assert asked.count("torch") == 2 and spec.torch == "2.14"
+
+
+def test_choices_come_from_the_same_rules_as_the_final_check(cpu_machine):
+    from genie.spec import FIELD_BY_NAME, allowed, problem_with
+
+    cpu = {"nodes": 1, "gpus_per_node": 0, "torch": "2.14", "python": "3.11", "strategy": "ddp"}
+    assert "fp16" not in allowed(FIELD_BY_NAME["precision"], cpu)
+    assert allowed(FIELD_BY_NAME["compile"], {**cpu, "torch": "1.13", "python": "3.10"}) == (False,)
+    assert "dp" not in allowed(FIELD_BY_NAME["framework"], {**cpu, "nodes": 2})
+    too_many = problem_with(FIELD_BY_NAME["nproc_per_node"], 8, {**cpu, "gpus_per_node": 4})
+    assert too_many and "at most one process per GPU" in too_many
+
+
+def test_more_processes_than_gpus_is_refused_at_the_prompt(gpu_machine, monkeypatch):
+    keys = ENTER + CLEAR + "2" + ENTER + ENTER * 3 + MENU_CUSTOMIZE + ENTER * 2  # 2 GPUs
+    keys += CLEAR + "4" + ENTER + CLEAR + "1" + ENTER + ENTER * 10 + MENU_GENERATE  # 4: refused
+    spec, _asked, _shown = run_flow(gpu_machine, keys, monkeypatch=monkeypatch)
+    assert (spec.gpus_per_node, spec.nproc_per_node) == (2, 1)
+
+
+def test_defaults_pass_the_same_rules(cpu_machine):
+    # torch 1.13 runs up to Python 3.10: the Python default follows it instead of failing.
+    spec = build_spec({"name": "proj", "torch": "1.13"}, cpu_machine)
+    assert spec.python == "3.10"
+
+
+def _screen(machine, field_name: str, default, keys: str) -> str:
+    """What a terminal shows for one question, escape sequences removed."""
+    import io
+    import re
+
+    from prompt_toolkit.data_structures import Size
+    from prompt_toolkit.output.vt100 import Vt100_Output
+
+    from genie.spec import FIELD_BY_NAME
+
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=200), term="dumb")
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        ask = wizard.make_ask(machine, input=pipe, output=output)
+        ask(FIELD_BY_NAME[field_name], default, {"torch": "2.14", "python": "3.11"})
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue())
+
+
+def test_a_hint_never_runs_into_the_answer(cpu_machine):
+    shown = _screen(cpu_machine, "compile", False, "n" + ENTER)
+    assert "slower.) (y/N) No" in shown and ".)No" not in shown
+    shown = _screen(cpu_machine, "batch_size", 32, ENTER)
+    assert "accumulation steps.)  32" in shown or "accumulation steps.) 32" in shown

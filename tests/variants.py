@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from genie import registry
+
 TOPOLOGIES: dict[str, dict] = {
     "cpu-default": {},
     "gpu8-bf16-compile": {"gpus_per_node": 8, "compile": True, "grad_accum": 4},
@@ -17,8 +19,8 @@ TOPOLOGIES: dict[str, dict] = {
     "tracker-mlflow-hf": {"tracker": "mlflow", "framework": "hf"},
 }  # fmt: skip
 
-FRAMEWORKS = ("ddp", "lightning", "hf", "dp")
-TASKS = ("custom", "nlp", "cv")
+FRAMEWORKS = tuple(registry.FRAMEWORKS)
+TASKS = tuple(registry.TASKS)
 # Every framework x task; ddp x custom is cpu-default above.
 COMBOS: dict[str, dict] = {
     f"{framework}-{task}": {"framework": framework, "task": task}

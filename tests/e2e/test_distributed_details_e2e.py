@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_smoke_e2e import CPU_ENV, generate, report_of
+from .test_smoke_e2e import CPU_ENV, generate, inject, report_of
 
 pytestmark = pytest.mark.e2e
 ENV = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -54,6 +54,9 @@ def run_script(project: Path, code: str, nproc: int = 2, timeout: float = 300):
 
 NEEDS_PREPARED = """
 
+from pathlib import Path  # noqa: E402
+
+
 def prepare(args):  # a download into this node's working directory
     Path("prepared-here").write_text("data")
 
@@ -71,7 +74,7 @@ def build_datasets(args):
 def test_data_is_prepared_once_per_node_without_a_shared_disk(tmp_path):
     project = generate(tmp_path)
     data = project / "data.py"
-    data.write_text("from pathlib import Path\n" + data.read_text() + NEEDS_PREPARED)
+    data.write_text(data.read_text() + NEEDS_PREPARED)
     nodes = [tmp_path / "node0", tmp_path / "node1"]
     for node in nodes:
         shutil.copytree(project, node)
@@ -215,20 +218,27 @@ train.main()
 def test_fsdp_resume_reads_the_checkpoint_on_rank_0_only_and_is_bit_exact(tmp_path):
     project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none")
     (project / "drive.py").write_text(RANK0_READS)
+    # a crash right after the first epoch's checkpoint, when CRASH is set
+    inject(project, "        del state\n",
+           "        if os.environ.get('CRASH'):\n            raise SystemExit(3)\n")  # fmt: skip
 
-    def torchrun(script: str, *args: str) -> dict:
-        result = subprocess.run(
-            [*TORCHRUN, "--standalone", "--nproc_per_node=2", script, "--smoke", *args],
-            cwd=project, env=ENV, capture_output=True, text=True, timeout=600,
+    def torchrun(script: str, *args: str, crash: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*TORCHRUN, "--standalone", "--nproc_per_node=2", script, "--smoke",
+             "--epochs", "2", *args],
+            cwd=project, env={**ENV, **({"CRASH": "1"} if crash else {})},
+            capture_output=True, text=True, timeout=600,
         )  # fmt: skip
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        return {"out": result.stdout, **report_of(result.stdout)}
 
-    straight = torchrun("train.py", "--epochs", "2", "--checkpoint-dir", "a")
-    torchrun("train.py", "--epochs", "1", "--checkpoint-dir", "b")
-    resumed = torchrun("drive.py", "--epochs", "2", "--checkpoint-dir", "b", "--resume")
-    assert resumed["out"].count("READ on rank 0") == 1
-    assert resumed["steps"] == straight["steps"]
+    straight = torchrun("train.py", "--checkpoint-dir", "a")
+    assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
+    assert torchrun("train.py", "--checkpoint-dir", "b", crash=True).returncode != 0
+    resumed = torchrun("drive.py", "--checkpoint-dir", "b", "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    # one read to resume, on rank 0 (a read on rank 1 fails the run); the smoke check
+    # reads the checkpoints again afterwards
+    assert resumed.stdout.split("resumed from")[0].count("READ on rank 0") == 1
+    assert report_of(resumed.stdout)["steps"] == report_of(straight.stdout)["steps"] == 14
     import torch
 
     a = torch.load(project / "a" / "last.pt", weights_only=True)["model"]

@@ -31,12 +31,17 @@ def test_every_framework_and_task_generates_and_passes_its_smoke_test(tmp_path, 
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
     report = report_of(result.stdout)
-    expected_world = 1 if framework == "dp" else 2
-    assert report["world_size"] == expected_world and report["params_in_sync"] is True
+    if framework == "dp":  # one process, one copy of the weights: nothing to compare
+        assert report["world_size"] == 1 and report["replicas"] == 1
+    else:
+        assert report["world_size"] == 2 and report["params_in_sync"] is True
     assert report["steps"] >= 8 and "PASS" in result.stdout
     assert 0 <= report["val_accuracy"] <= 1 and report["checkpoint_loads"] is True
-    # rank 0's progress bar (tqdm, or Lightning's rich bar); the other ranks stay quiet
-    assert "it/s" in result.stdout
+    # the run ends with one summary line (before the report)
+    assert len([x for x in result.stdout.splitlines() if "done: " in x and " epochs" in x]) == 1
+    # the progress bar is drawn only on a terminal: in genie's pipe it is off, so no log
+    # line is glued onto it
+    assert "it/s" not in result.stdout and "\r" not in result.stdout
     assert not [x for x in result.stdout.splitlines() if "[default1]" in x and "it/s" in x]
 
 
@@ -198,7 +203,7 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     ("framework", "checkpoint", "resumed"),
     [
         ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
-        ("hf", "checkpoint-14", "'epoch': '2.142"),  # logs start in the third epoch
+        ("hf", "checkpoint-14", "'epoch': '2.14"),  # logs start in the third epoch
         ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 28"),
     ],
 )
@@ -221,7 +226,7 @@ def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkp
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-3000:]
     assert resumed in out
-    assert "'epoch': '0.142" not in out  # (hf) nothing of the first epoch was trained again
+    assert "'epoch': '0.14" not in out  # (hf) nothing of the first epoch was trained again
     report = report_of(second.stdout)
     # one more epoch, not three (58 samples to train: 14 whole batches of 4, or 7 per rank)
     assert report["steps"] == (42 if framework == "dp" else 21)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 import checkpoint
 import data
@@ -60,6 +61,7 @@ class Run:
         None  # the first and latest step loss, for --smoke
     )
     last_loss: torch.Tensor | None = None
+    best_epoch: int | None = None  # this run's epoch (0-based) with the best validation
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.args.precision == "fp32":
@@ -83,12 +85,19 @@ class Run:
 def train_epoch(run: Run, loader: DataLoader) -> tuple[torch.Tensor, int]:
     """One pass over ``loader`` with gradient accumulation; returns the summed
     micro-batch loss and the micro-batch count (for the epoch mean)."""
+    # A bar only where someone watches it: rank 0 on a terminal (not pipes or logs).
+    watched = MAIN_PROCESS and sys.stderr.isatty()
+    bar = tqdm(total=len(loader), disable=not watched, leave=False, dynamic_ncols=True)
+    with logging_redirect_tqdm():  # log lines go above the bar, never glued onto it
+        epoch_loss, batches = _micro_steps(run, loader, bar)
+    bar.close()
+    return epoch_loss, batches
+
+
+def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor, int]:
     args, device = run.args, run.device
     epoch_loss, batches = torch.zeros((), device=device), 0
     micro_losses: list[torch.Tensor] = []  # the current optimizer step's
-    bar = tqdm(
-        total=len(loader), disable=not MAIN_PROCESS, leave=False, dynamic_ncols=True
-    )
     for i, batch in enumerate(loader):
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
@@ -118,7 +127,6 @@ def train_epoch(run: Run, loader: DataLoader) -> tuple[torch.Tensor, int]:
         )
         if args.max_steps is not None and run.position.step >= args.max_steps:
             break
-    bar.close()
     return epoch_loss, batches
 
 
@@ -137,6 +145,8 @@ def fit(run: Run, loader: DataLoader) -> None:
         accuracy = run.monitor.validate(run.position.step)["accuracy"]
         improved = accuracy > run.position.best  # the same on every rank: all-reduced
         run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)
+        if improved:
+            run.best_epoch = epoch
         state = checkpoint.training_state(
             run.model, run.optimizer, run.scaler, run.scheduler, run.position
         )
@@ -145,6 +155,25 @@ def fit(run: Run, loader: DataLoader) -> None:
         del state
         if args.max_steps is not None and run.position.step >= args.max_steps:
             break
+
+
+def summary_line(run: Run) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    args = run.args
+    if run.best_epoch is not None:
+        best = f"best validation accuracy {run.position.best:.4f}"
+        best += f" at epoch {run.best_epoch + 1}"
+    elif run.position.best >= 0:
+        best = f"best validation accuracy {run.position.best:.4f} (an earlier run)"
+    else:
+        best = "no validation yet"
+    line = (
+        f"done: {run.position.epoch + 1}/{args.epochs} epochs, {best}; "
+        f"checkpoints in {args.checkpoint_dir}/ (last.pt, best.pt)"
+    )
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
 
 
 def build_loaders(
@@ -231,6 +260,7 @@ def train(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     fit(run, loader)
     run.monitor.tracker.close()
+    log.info(summary_line(run))
     if args.smoke:
         seconds = time.perf_counter() - started
         smoke_check.check_run(run, loader.dataset.num_classes, seconds)

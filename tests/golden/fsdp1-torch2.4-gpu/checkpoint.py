@@ -17,7 +17,8 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_state_dict,
-    set_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
 )
 
 import dist_utils
@@ -87,13 +88,6 @@ def load_state(path: Path) -> dict:
     )  # tensors and plain data
 
 
-def rng_states() -> list[dict]:
-    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
-    states: list = [None] * dist.get_world_size()
-    dist.all_gather_object(states, dist_utils.rng_state())
-    return states
-
-
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
     """What a checkpoint holds; every rank calls it (it gathers)."""
     # Gathered whole onto rank 0's CPU (a collective), keyed by parameter name: it loads
@@ -108,7 +102,7 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
         "optimizer": optimizer_state,
         "scaler": scaler.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "rng": rng_states(),
+        "rng": dist_utils.all_rng_states(),
         **asdict(position),
     }
 
@@ -127,12 +121,12 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
         return None
     # The weights and optimizer moments travel as tensors from rank 0, which alone holds
     # the full state; each rank keeps its shard (no rank unpickles the whole model).
-    set_state_dict(
-        model,
-        optimizer,
-        model_state_dict=state["model"] if state else {},
-        optim_state_dict=state["optimizer"] if state else {},
-        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
+    # (Two calls: set_state_dict treats an empty model state on ranks 1.. as
+    # "optimizer only" and skips the model's broadcast.)
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, state["model"] if state else {}, options=options)
+    set_optimizer_state_dict(
+        model, optimizer, state["optimizer"] if state else {}, options=options
     )
     state = header[0]
     scaler.load_state_dict(state["scaler"])

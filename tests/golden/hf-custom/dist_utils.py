@@ -59,6 +59,13 @@ def rng_state() -> dict:
     return state
 
 
+def all_rng_states() -> list[dict]:
+    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
+    states: list = [None] * dist.get_world_size()
+    dist.all_gather_object(states, rng_state())
+    return states
+
+
 def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])

@@ -14,12 +14,11 @@ import argparse
 import datetime
 import logging
 import os
-import time
+import sys
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -31,6 +30,7 @@ from config import parse_args
 from evaluation import real_samples, split_dataset
 from model import build_model
 from optim import build_optimizer, lr_schedule
+from tracking import Throughput, make_logger
 
 log = logging.getLogger("train")
 
@@ -43,9 +43,8 @@ class DataModule(L.LightningDataModule):
         self.args = args
 
     def prepare_data(self) -> None:
-        data.prepare(
-            self.args
-        )  # downloads: once per node, before setup() on every rank
+        # Downloads: once per node (local rank 0), before setup() on every rank.
+        data.prepare(self.args)
 
     def setup(self, stage: str) -> None:
         self.train_set, self.val_set = split_dataset(self.args)
@@ -92,6 +91,16 @@ class Classifier(L.LightningModule):
             dist_utils.seed_all(self.args.seed + self.global_rank)
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Every rank runs this hook; rank 0 writes the file with all ranks' RNG states.
+        checkpoint["rng"] = dist_utils.all_rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if (
+            len(checkpoint.get("rng", ())) == self.trainer.world_size
+        ):  # else fresh seeds
+            dist_utils.set_rng_state(checkpoint["rng"][self.global_rank])
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
@@ -154,45 +163,6 @@ class Classifier(L.LightningModule):
         }
 
 
-class Throughput(Callback):
-    """Logs samples/s every --log-every steps; the progress bar shows the ETA."""
-
-    def __init__(self, every: int, global_batch: int) -> None:
-        self.every, self.global_batch = every, global_batch
-        self.since, self.since_step = time.perf_counter(), 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if step - self.since_step >= self.every and trainer.logger is not None:
-            now = time.perf_counter()
-            rate = (step - self.since_step) * self.global_batch / (now - self.since)
-            trainer.logger.log_metrics({"train/samples_per_s": rate}, step=step)
-            self.since, self.since_step = now, step
-
-
-def make_logger(args: argparse.Namespace):
-    """The tracker; Lightning's loggers write from global rank 0 only."""
-    try:
-        if args.tracker == "tensorboard":
-            return TensorBoardLogger(save_dir=str(args.log_dir), name="", version="")
-        if args.tracker == "wandb":
-            from lightning.pytorch.loggers import WandbLogger
-
-            return WandbLogger(project="proj", config=vars(args))
-        if args.tracker == "mlflow":
-            from lightning.pytorch.loggers import MLFlowLogger
-
-            return MLFlowLogger(
-                experiment_name="proj",
-                tracking_uri=os.environ.get("MLFLOW_TRACKING_URI"),
-            )
-    except (ImportError, ModuleNotFoundError) as err:
-        raise SystemExit(
-            f"--tracker {args.tracker}: {err}; pip install it, or pass --tracker none"
-        ) from None
-    return False
-
-
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     devices, num_nodes = dist_utils.topology()
     # last.ckpt for resuming; the --keep best by validation accuracy (at least one).
@@ -234,7 +204,24 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        enable_progress_bar=sys.stderr.isatty(),
     )
+
+
+def summary_line(args: argparse.Namespace, trainer: L.Trainer) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    best = trainer.checkpoint_callback
+    score = getattr(best, "best_model_score", None)
+    line = f"done: {trainer.current_epoch}/{args.epochs} epochs, "
+    if score is not None:
+        line += (
+            f"best validation accuracy {float(score):.4f} in {best.best_model_path}; "
+        )
+    line += f"checkpoints in {args.checkpoint_dir}/ (last.ckpt, best-*.ckpt)"
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
 
 
 def train(args: argparse.Namespace) -> None:
@@ -260,6 +247,8 @@ def train(args: argparse.Namespace) -> None:
     trainer.fit(
         module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )
+    if trainer.is_global_zero:
+        log.info(summary_line(args, trainer))
     if args.smoke:
         smoke_check.check_run(trainer, module, datamodule.num_classes)
 

@@ -109,13 +109,6 @@ def check_fits(model, state, path: Path) -> None:
     raise SystemExit(message if dist.get_rank() == 0 else 1)  # one line, from rank 0
 
 
-def rng_states() -> list[dict]:
-    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
-    states: list = [None] * dist.get_world_size()
-    dist.all_gather_object(states, dist_utils.rng_state())
-    return states
-
-
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
     """What a checkpoint holds; every rank calls it (it gathers)."""
     model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
@@ -124,7 +117,7 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
         "optimizer": optimizer_state,
         "scaler": scaler.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "rng": rng_states(),
+        "rng": dist_utils.all_rng_states(),
         **asdict(position),
     }
 

@@ -144,7 +144,22 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         seed=args.seed + int(os.environ.get("RANK", "0")),
         data_seed=args.seed,
         torch_compile=args.compile,
+        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
+        disable_tqdm=not sys.stderr.isatty(),
     )
+
+
+def summary_line(args: argparse.Namespace, trainer: Trainer) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    state = trainer.state
+    line = f"done: {round(state.epoch or 0)}/{args.epochs} epochs, "
+    if state.best_metric is not None:
+        line += f"best validation accuracy {state.best_metric:.4f}"
+        line += f" in {state.best_model_checkpoint}; "
+    line += f"checkpoints in {args.checkpoint_dir}/ (checkpoint-*)"
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
 
 
 def train(args: argparse.Namespace) -> None:
@@ -195,6 +210,8 @@ def train(args: argparse.Namespace) -> None:
 
         smoke_check.arm_fault(trainer, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if main_process:
+        log.info(summary_line(args, trainer))
     if args.smoke:
         fresh = WithLoss(build_model(args, train_set.num_classes))
         smoke_check.check_run(trainer, recorder, args, fresh)

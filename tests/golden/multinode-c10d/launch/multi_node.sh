@@ -3,6 +3,9 @@
 # Run on every node, each with its own NODE_RANK (0 on gpu-node-0.cluster):
 #   bash launch/multi_node.sh NODE_RANK [train.py arguments...]
 set -euo pipefail
+# One OpenMP thread per process (torchrun's own default, set here so it does not warn).
+# With few processes per node, raise it towards (CPU cores / processes) for faster CPU ops.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 cd "$(dirname "$0")/.."
 NODE_RANK="${1:-}"
 if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= 4 )); then

@@ -1,0 +1,138 @@
+"""``genie convert``: a single-device training script -> a DDP script for torchrun.
+
+:func:`convert` is pure: source text in, converted text and the list of changes out. Each
+rewrite is a small libcst transformer in its own module, applied in this order: device,
+model, loaders, rank 0, then the process-group setup around everything. libcst keeps the
+script's comments and layout; black formats the result when the script was black-formatted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from genie.convert.base import Change
+from genie.errors import GenieError
+from genie.i18n import _
+
+BLACK_LINE_LENGTHS = (88, 100, 120, 79)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    source: str
+    code: str
+    changes: tuple[Change, ...]
+    batch: str | None  # the training loader's per-process batch size, as written
+    evaluation: tuple[str, ...]  # evaluation loaders left whole
+
+    @property
+    def todos(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.todo)
+
+
+def convert(source: str, script: str = "script.py") -> Conversion:
+    """Convert ``source`` (the text of ``script``); GenieError when it must not be."""
+    import black
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from genie.convert import base, device, loaders, model, rank0, refuse, setup
+
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(source))
+    except cst.ParserSyntaxError as err:
+        raise GenieError(
+            _("{s} is not valid Python: line {l}: {m}").format(
+                s=script, l=err.raw_line, m=err.message
+            )
+        ) from None
+    tree = wrapper.module
+    refuse.check(tree, script)
+    ctx = base.Context(positions=wrapper.resolve(PositionProvider))
+    ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
+    ctx.facts["functions"] = {
+        n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
+    }
+    tree = tree.visit(device.DeviceRewrite(ctx))
+    tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
+    found = loaders.find(tree)
+    tree = tree.visit(loaders.LoaderRewrite(ctx, found))
+    tree = tree.visit(
+        rank0.Rank0Rewrite(ctx, barrier=rank0.reads_files(tree), loggers=rank0.loggers(tree))
+    )
+    tree = rank0.merge_guards(tree)
+    tree = setup.apply(tree, ctx)
+    if "DDP" not in ctx.uses:
+        ctx.todo(
+            tree,
+            _(
+                "found no model to wrap in DDP (it is built where genie cannot see): wrap it "
+                "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
+            ),
+        )
+    mode = _black_mode(source)
+    text = black.format_str(tree.code, mode=mode) if mode else tree.code
+    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
+    return Conversion(source, text, changes, found.batch, tuple(found.evaluation))
+
+
+def _black_mode(source: str) -> Any:
+    """The black mode ``source`` is already formatted with, or None: a script black keeps
+    unchanged stays black-clean, and any other keeps its own layout (only genie's lines are
+    new)."""
+    import black
+
+    for length in BLACK_LINE_LENGTHS:
+        mode = black.Mode(line_length=length)
+        try:
+            if black.format_str(source, mode=mode) == source:
+                return mode
+        except black.InvalidInput:  # pragma: no cover - libcst parsed it already
+            return None
+    return None
+
+
+def unified_diff(conversion: Conversion, before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        conversion.source.splitlines(keepends=True),
+        conversion.code.splitlines(keepends=True),
+        fromfile=before,
+        tofile=after,
+    )
+    return "".join(lines)
+
+
+def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> list[str]:
+    """The numbered list of changes (lines of ``script``), then what the user should know."""
+    out = []
+    merged: dict[tuple[int, bool], list[str]] = {}
+    for change in conversion.changes:
+        whats = merged.setdefault((change.line, change.todo), [])
+        if change.what not in whats:
+            whats.append(change.what)
+    for number, ((line, todo), whats) in enumerate(merged.items(), 1):
+        mark = "TODO " if todo else ""
+        where = _("line {n}").format(n=line) if line else script
+        out.append(f"{number:>3}. {mark}{where}: " + "; ".join(whats))
+    world = nproc * nodes
+    if conversion.batch is None:
+        out.append(
+            _("Batch: each process keeps its batch size, so {w} processes train on {w} times "
+              "the batch per step; the learning rate is unchanged: consider scaling it "
+              "(linearly, with warmup) or dividing the per-process batch by {w}.").format(w=world)
+        )  # fmt: skip
+    else:
+        out.append(
+            _("Batch: {b} per process, so {w} processes train on a global batch of {w} x {b} "
+              "per step; the learning rate is unchanged: if it was tuned for batch {b}, "
+              "consider scaling it (linearly, with warmup) or keeping the global batch by "
+              "dividing the per-process batch by {w}.").format(b=conversion.batch, w=world)
+        )  # fmt: skip
+    for name in conversion.evaluation:
+        out.append(
+            _("Evaluation: {n} is left whole: every process evaluates all of it with the same "
+              "parameters (the single-process metric); rank 0 prints it.").format(n=name)
+        )  # fmt: skip
+    return out

@@ -1,0 +1,110 @@
+"""The proof: run the converted script under torchrun through :mod:`genie.probe` and judge
+the exit code and the probe's one line. Planning and judging are pure; :func:`run` launches
+torchrun in its own session and kills the whole tree on timeout, like the smoke test."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+from genie import probe, smoke_process
+from genie.detect import Machine
+from genie.i18n import _
+from genie.smoke import SmokePlan, SmokeResult
+
+CPU_PROCESSES = 2
+
+
+def plan(
+    script: Path, args: Sequence[str], machine: Machine, python: str = sys.executable
+) -> SmokePlan:
+    """2 CPU processes with gloo, or every visible GPU with NCCL when there are 2 or more."""
+    genie_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (genie_root, os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    if machine.gpus >= 2:
+        nproc, backend, device = machine.gpus, "nccl", "cuda"
+    else:
+        nproc, backend, device = CPU_PROCESSES, "gloo", "cpu"
+        env["CUDA_VISIBLE_DEVICES"] = ""  # one GPU cannot hold two NCCL ranks: test on CPU
+    argv = (
+        python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+        "--tee=3", "-m", "genie.probe", str(script), *args,
+    )  # fmt: skip
+    return SmokePlan(argv, env, nproc, backend, device, _("as written"), ())
+
+
+def parse(lines: Sequence[str]) -> list[dict[str, Any]]:
+    reports = []
+    for line in lines:
+        at = line.find(probe.MARKER)
+        if at >= 0:
+            try:
+                data = json.loads(line[at + len(probe.MARKER) :])
+            except json.JSONDecodeError:
+                data = {"unparsable": line.strip()}
+            reports.append(data if isinstance(data, dict) else {"unparsable": line.strip()})
+    return reports
+
+
+def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -> list[str]:
+    """Why the converted script failed its check; empty when it passed."""
+    problems = []
+    if returncode != 0:
+        problems.append(_("torchrun exited with {rc}").format(rc=returncode))
+    if len(reports) != 1:
+        problems.append(
+            _("the probe reported {n} times, not once (did the script join the process group?)")
+            .format(n=len(reports))
+        )  # fmt: skip
+        return problems
+    report = reports[0]
+    missing = [k for k in probe.KEYS if k not in report]
+    if missing:
+        return [*problems, _("probe report lacks {k}").format(k=", ".join(missing))]
+    if report["world_size"] != p.nproc:
+        problems.append(_("world size {w}, launched {n}").format(w=report["world_size"], n=p.nproc))
+    if report["models"] < 1:
+        problems.append(_("no DistributedDataParallel model was built"))
+    if report["ranks_trained"] != p.nproc or report["steps"] < 1:
+        problems.append(
+            _("only {r} of {n} processes ran backward()").format(
+                r=report["ranks_trained"], n=p.nproc
+            )
+        )
+    if report["params_in_sync"] is not True:
+        problems.append(_("parameters differ across processes after training"))
+    return problems
+
+
+def run(
+    script: Path,
+    args: Sequence[str],
+    machine: Machine,
+    timeout: float,
+    echo: Callable[[str], None] = lambda line: None,
+    python: str = sys.executable,
+    cwd: Path | None = None,
+) -> SmokeResult:
+    """Run the check in ``cwd``, by default a new temporary directory (what the script writes
+    with relative paths, such as checkpoints, is thrown away and cannot replace a file of the
+    user's); never raises for a failing script."""
+    if cwd is None:
+        with tempfile.TemporaryDirectory(prefix="genie-check-") as temporary:
+            return run(script, args, machine, timeout, echo, python, Path(temporary))
+    p = plan(script.absolute(), args, machine, python)
+    run_ = smoke_process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
+    lines, timed_out = run_.lines, run_.timed_out
+    reports = parse(lines)
+    problems = judge(p, run_.returncode, reports)
+    if timed_out:
+        problems.insert(
+            0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
+        )
+    report = reports[0] if len(reports) == 1 else None
+    return SmokeResult(p, run_.returncode, run_.seconds, timed_out, report, problems)

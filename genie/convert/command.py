@@ -1,0 +1,113 @@
+"""``genie convert``'s doing and printing: read, convert (pure), show the diff and the
+changes, write, then run the 2-process check."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from pathlib import Path
+
+from genie.convert.files import Layout
+from genie.detect import Machine
+from genie.errors import Aborted, GenieError, SmokeFailed
+from genie.i18n import _
+
+
+def layout_from_flags(
+    nproc_per_node: int | None, nodes: int, master_addr: str | None, master_port: int, gpus: int
+) -> Layout:
+    from genie.spec import FIELD_BY_NAME
+
+    if nodes > 1:
+        if not master_addr:
+            raise GenieError(_("--nodes {n} needs --master-addr (node 0's hostname or IP)")
+                             .format(n=nodes))  # fmt: skip
+        master_addr = FIELD_BY_NAME["master_addr"].parse(master_addr)
+    return Layout(nproc_per_node or gpus or 2, nodes, master_addr, master_port)
+
+
+def run(
+    script: Path,
+    output: Path | None,
+    nproc_per_node: int | None,
+    nodes: int,
+    master_addr: str | None,
+    master_port: int,
+    check_args: str | None,
+    check_dir: Path | None,
+    timeout: float,
+    force: bool,
+    yes: bool,
+) -> None:
+    from genie import convert, detect, ui
+    from genie.convert import files
+
+    machine = detect.machine()
+    layout = layout_from_flags(nproc_per_node, nodes, master_addr, master_port, machine.gpus)
+    try:
+        source = script.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise GenieError(_("cannot read {s}: {e}").format(s=script, e=err)) from None
+    conversion = convert.convert(source, script.name)
+    target = output or files.default_output(script)
+    planned = files.plan(script, target, conversion.code, layout)
+    files.check_writable(script, planned, force)
+    show_diff(convert.unified_diff(conversion, str(script), str(target)))
+    ui.console().print(f"\n[bold]{_('Changes')}[/] ({_('lines of')} {script}):", markup=True)
+    for line in convert.report(conversion, script.name, layout.nproc_per_node, layout.nodes):
+        style = "yellow" if " TODO " in line[:10] else None
+        ui.console().print(line, markup=False, style=style, soft_wrap=True)
+    if not yes and sys.stdin.isatty():
+        import click
+
+        if not click.confirm(_("Write {t}?").format(t=target), default=True):
+            raise Aborted(_("nothing written"))
+    files.write(planned)
+    where = target.absolute().parent
+    described = [(str(p.relative_to(where)), _("launch script")) for p in planned]
+    described[0] = (described[0][0], _("the converted script"))
+    ui.files(str(target.parent), described)
+    ui.commands(str(target.parent), files.commands(target, layout))
+    if check_args is not None:
+        try:
+            _check(target, shlex.split(check_args), machine, timeout, check_dir, layout)
+        except KeyboardInterrupt:
+            raise Aborted(
+                _("interrupted; {t} is written, its check did not finish").format(t=target)
+            ) from None
+
+
+def _check(
+    target: Path,
+    args: list[str],
+    machine: Machine,
+    timeout: float,
+    cwd: Path | None,
+    layout: Layout,
+) -> None:
+    from genie import ui
+    from genie.convert import check
+
+    where = str(cwd) if cwd else _("a temporary directory (--check-dir to choose)")
+    ui.info(
+        _("\nCheck: the converted script on 2 processes under torchrun, in {w}...").format(w=where)
+    )
+    result = check.run(target, args, machine, timeout, echo=ui.stream, cwd=cwd)
+    if (layout.nodes, layout.nproc_per_node) != (1, result.plan.nproc):
+        note = _("planned {nodes} node(s) x {per} processes; tested 1 node x {n}").format(
+            nodes=layout.nodes, per=layout.nproc_per_node, n=result.plan.nproc
+        )
+        result.plan = dataclasses.replace(result.plan, notes=(*result.plan.notes, note))
+    ui.verdict(result, title=_("Convert check"))
+    if not result.passed:
+        raise SmokeFailed(_("check failed: ") + "; ".join(result.problems))
+
+
+def show_diff(diff: str) -> None:
+    from genie import ui
+
+    styles = {"+": "green", "-": "red", "@": "cyan"}
+    for line in diff.splitlines():
+        style = None if line.startswith(("+++", "---")) else styles.get(line[:1])
+        ui.console().print(line, markup=False, style=style, soft_wrap=True, highlight=False)

@@ -1,0 +1,284 @@
+"""Each training DataLoader gets a DistributedSampler, so every process reads a different
+shard; ``shuffle`` moves into the sampler, and ``sampler.set_epoch(epoch)`` at the top of the
+epoch loop reshuffles each epoch (without it every epoch repeats the first one's order).
+
+Evaluation loaders stay whole: every process evaluates the whole set with identical
+parameters, so the metric is the single-process one, and only rank 0 prints it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from genie.convert.base import (
+    Context,
+    Rewrite,
+    calls,
+    code,
+    dotted,
+    kwarg,
+    method_calls,
+    stmt,
+    walk,
+)
+from genie.i18n import _
+
+_EVAL = re.compile(r"val|test|eval|dev|holdout", re.IGNORECASE)
+_LOOPS = (cst.For, cst.While)
+
+
+@dataclass
+class Loaders:
+    train: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> its name
+    evaluation: list[str] = field(default_factory=list)
+    todo: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> why not
+    epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
+    before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
+    unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
+    no_epoch: set[int] = field(default_factory=set)  # training loaders with no epoch loop
+    batch: str | None = None  # the training loader's batch_size, as written
+
+
+def _loader_calls(node: cst.CSTNode, loops: int = 0) -> list[tuple[str, cst.Call, int]]:
+    """(name, DataLoader call, enclosing loops) for ``name = DataLoader(...)``, and for
+    ``return DataLoader(...)`` with the function's name."""
+    found = []
+    for child in node.children:
+        value, name = None, ""
+        if isinstance(child, cst.Assign) and len(child.targets) == 1:
+            value, name = child.value, code(child.targets[0].target)
+        elif isinstance(child, cst.Return):
+            value = child.value
+        if isinstance(value, cst.Call) and calls(value, "DataLoader") == [value]:
+            found.append((name, value, loops))
+        if isinstance(child, cst.FunctionDef):
+            found += [(n or child.name.value, c, d) for n, c, d in _loader_calls(child)]
+        else:
+            found += _loader_calls(child, loops + isinstance(child, _LOOPS))
+    return found
+
+
+def _aliases(module: cst.Module, name: str) -> set[str]:
+    """``name`` and what is assigned from it: ``x = name``, ``x = name(...)``, ``self.x = x``."""
+    names = {name}
+    assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for _round in range(3):
+        for node in assigns:
+            value = node.value.func if isinstance(node.value, cst.Call) else node.value
+            if isinstance(value, (cst.Name, cst.Attribute)) and code(value) in names:
+                names.add(code(node.targets[0].target))
+    return names
+
+
+def _shuffles(call: cst.Call) -> bool:
+    arg = kwarg(call, "shuffle")
+    return arg is not None and code(arg.value) not in ("False", "None", "0")
+
+
+def _is_training(name: str, call: cst.Call, every: list[tuple[str, cst.Call, int]]) -> bool:
+    """By name first (a shuffled test loader is still a test loader), then by shuffle."""
+    if "train" in name.lower():
+        return True
+    if _EVAL.search(name):
+        return False
+    if _shuffles(call):
+        return True
+    return not any(
+        "train" in n.lower() or _shuffles(c) and not _EVAL.search(n) for n, c, _l in every
+    )
+
+
+def find(module: cst.Module) -> Loaders:
+    found = Loaders()
+    every = _loader_calls(module)
+    for name, call, loops in every:
+        if not _is_training(name, call, every):
+            found.evaluation.append(name)
+        elif loops:
+            found.todo[id(call)] = _(
+                "{n} is built inside a loop: build it once, with a DistributedSampler, "
+                "before the loop"
+            ).format(n=name)
+        elif kwarg(call, "sampler") or kwarg(call, "batch_sampler"):
+            found.todo[id(call)] = _(
+                "{n} has its own sampler: make it shard by rank (see DistributedSampler)"
+            ).format(n=name)
+        else:
+            found.train[id(call)] = name
+            size = kwarg(call, "batch_size")
+            spread = any(a.star == "**" for a in call.args)
+            found.batch = found.batch or (code(size.value) if size else None if spread else "1")
+            if not _find_epoch_loops(module, found, _aliases(module, name)):
+                found.no_epoch.add(id(call))
+    _find_unsharded(module, found, {n for n, _c, _l in every})
+    return found
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name for n in walk(node))
+
+
+def _epoch_name(node: cst.For) -> str | None:
+    """The loop variable of an epoch loop: ``for epoch in ...`` or ``for t in range(...)``."""
+    names = [n.value for n in walk(node.target) if isinstance(n, cst.Name)]
+    named = next((n for n in names if "epoch" in n.lower()), None)
+    if named is None and isinstance(node.target, cst.Name) and calls(node.iter, "range"):
+        return node.target.value
+    return named
+
+
+def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bool:
+    """Where ``set_epoch`` goes for a loader known by ``names``; False when nowhere."""
+    loops = [n for n in walk(module) if isinstance(n, cst.For)]
+    placed = False
+    for name in sorted(names):
+        for loop in loops:
+            if _epoch_name(loop) and _mentions(loop.body, name) and not _mentions(loop.iter, name):
+                names_here = found.epoch_loops.setdefault(id(loop), [])
+                if name not in names_here:
+                    names_here.append(name)
+                placed = True
+    if placed:
+        return True
+    for function in (n for n in walk(module) if isinstance(n, cst.FunctionDef)):
+        params = [p.name.value for p in function.params.params]
+        epoch = next((p for p in params if "epoch" in p.lower()), None)
+        for loop in (f for f in walk(function) if isinstance(f, cst.For)):
+            iterated = next((n for n in sorted(names) if _mentions(loop.iter, n)), None)
+            if epoch and iterated:
+                found.before_loop[id(loop)] = (iterated, epoch)
+                placed = True
+    return placed
+
+
+def _lists(module: cst.Module) -> set[str]:
+    """Names bound to a list built in the script: ``batches = [... for ...]``."""
+    found = set()
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            value = node.value
+            built = isinstance(value, (cst.List, cst.ListComp)) or (
+                isinstance(value, cst.Call) and dotted(value.func) in ("list", "torch.split")
+            )
+            if built:
+                found.add(code(node.targets[0].target))
+    return found
+
+
+def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> None:
+    """Innermost loops that call backward() on batches from a plain list."""
+    lists = _lists(module)
+    for loop in (n for n in walk(module) if isinstance(n, cst.For)):
+        nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
+        if nested or not method_calls(loop.body, "backward"):
+            continue
+        names = {name for name in lists - loaders if _mentions(loop.iter, name)}
+        if names:
+            found.unsharded[id(loop)] = names
+
+
+def _set_epoch(name: str, epoch: str) -> cst.BaseStatement:
+    return stmt(f"{name}.sampler.set_epoch({epoch})\n")
+
+
+class LoaderRewrite(Rewrite):
+    def __init__(self, ctx: Context, loaders: Loaders) -> None:
+        super().__init__(ctx)
+        self.loaders = loaders
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if id(original) in self.loaders.todo:
+            self.mark_todo(original, self.loaders.todo[id(original)])
+            return updated
+        name = self.loaders.train.get(id(original))
+        if name is None:
+            return updated
+        shuffle = kwarg(updated, "shuffle")
+        dataset = kwarg(updated, "dataset") or updated.args[0]
+        data = code(dataset.value)
+        if not isinstance(dataset.value, (cst.Name, cst.Attribute)):
+            # the loader and its sampler must see the same dataset object: name it once
+            data = self._dataset_name(name)
+            self.insert_before(stmt(f"{data} = {code(dataset.value)}\n"))
+            new = dataset.with_changes(value=cst.Name(data))
+            updated = updated.with_changes(args=[new if a is dataset else a for a in updated.args])
+        flag = code(shuffle.value) if shuffle else "False"
+        args = [a for a in updated.args if a is not shuffle]
+        spread = next((a for a in args if a.star == "**"), None)
+        if shuffle is None and spread is not None:
+            # shuffle may hide in the **kwargs: take it out before they are spread
+            flag = f'{code(spread.value)}.pop("shuffle", False)'
+        sampler = cst.Arg(
+            cst.parse_expression(f"DistributedSampler({data}, shuffle={flag})"),
+            keyword=cst.Name("sampler"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        at = args.index(spread) if spread is not None else len(args)
+        args.insert(at, sampler)
+        if id(original) in self.loaders.no_epoch and shuffle is not None:
+            self.mark_todo(
+                original,
+                _("no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
+                  "each epoch, or every epoch repeats the same order").format(n=name),
+            )  # fmt: skip
+        self.ctx.uses.add("DistributedSampler")
+        self.ctx.change(
+            original,
+            _("{n} gets a DistributedSampler: each process reads its own shard").format(n=name),
+        )
+        return updated.with_changes(args=args)
+
+    def _shard(self, original: cst.For, updated: cst.For, lists: set[str]) -> cst.For:
+        """``for b in batches`` -> ``for b in shard(batches)``: this rank's share of a list."""
+        self.ctx.uses.add("shard")
+        self.ctx.change(
+            original,
+            _("{n}: each process trains on its share (shard(), the same count on each)").format(
+                n=", ".join(sorted(lists))
+            ),
+        )
+        return updated.with_changes(iter=updated.iter.visit(_Shard(lists)))
+
+    def _dataset_name(self, loader: str) -> str:
+        base = loader.rpartition(".")[2].replace("loader", "").strip("_")
+        name = f"{base}_dataset" if base else "dataset"
+        while name in self.ctx.facts.setdefault("names", set()):
+            name += "_"
+        self.ctx.facts["names"].add(name)
+        return name
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        if id(original) in self.loaders.unsharded:
+            updated = self._shard(original, updated, self.loaders.unsharded[id(original)])
+        if id(original) in self.loaders.before_loop:
+            name, variable = self.loaders.before_loop[id(original)]
+            self.ctx.change(original, _("{n}.sampler.set_epoch({e})").format(n=name, e=variable))
+            self.insert_before(_set_epoch(name, variable))
+        names = self.loaders.epoch_loops.get(id(original))
+        epoch = _epoch_name(original)
+        if not names or epoch is None or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        lines = [_set_epoch(name, epoch) for name in names]
+        for name in names:
+            self.ctx.change(
+                original, _("{n}.sampler.set_epoch({e}) each epoch").format(n=name, e=epoch)
+            )
+        body = updated.body.with_changes(body=[*lines, *updated.body.body])
+        return updated.with_changes(body=body)
+
+
+class _Shard(cst.CSTTransformer):
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value in self.names:
+            return cst.Call(func=cst.Name("shard"), args=[cst.Arg(updated)])
+        return updated
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return False  # in ``x.batches`` the name is an attribute, not the list

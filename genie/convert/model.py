@@ -1,0 +1,258 @@
+"""The trained model is wrapped in DistributedDataParallel right after it is moved to its
+device, ``nn.DataParallel`` becomes DDP, and later saves and loads of its weights go to the
+unwrapped module (``model.module``) so checkpoints keep the keys of a plain model.
+
+The trained model is found through its optimizer: ``torch.optim.X(model.parameters())``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from genie.convert.base import (
+    DEVICE,
+    LOCAL_RANK,
+    Context,
+    Rewrite,
+    calls,
+    code,
+    dotted,
+    expr,
+    method_calls,
+    stmt,
+    walk,
+)
+from genie.convert.refuse import OPTIMIZERS
+from genie.i18n import _
+
+DATA_PARALLEL = ("DataParallel",)
+WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
+# What DDP answers itself, like the model would; any other attribute (state_dict, a custom
+# method like decode, a submodule) is the model's: DDP does not forward it, so .module.
+DDP_ANSWERS = frozenset(
+    "train eval parameters named_parameters buffers named_buffers children named_children "
+    "modules named_modules zero_grad to cuda cpu float half double bfloat16 apply "
+    "requires_grad_ register_forward_hook register_forward_pre_hook register_full_backward_hook "
+    "register_buffer register_parameter no_sync forward module training join "
+    "register_comm_hook type share_memory".split()
+)
+
+
+@dataclass
+class Models:
+    keys: set[str] = field(default_factory=set)  # "model", "self.net"
+    wrap_at: dict[int, str] = field(default_factory=dict)  # statement id -> model key
+    moved: set[int] = field(default_factory=set)  # statements that move the model already
+    wrap_before: set[int] = field(default_factory=set)  # wrap before these, not after
+    scope_of: dict[str, int] = field(default_factory=dict)  # key -> id of its wrap's function
+    data_parallel: bool = False
+    module_id: int = 0
+
+
+def _assigned(statement: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
+    [small, *rest] = statement.body
+    if rest or not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    return code(small.targets[0].target), small.value
+
+
+def _moves(statement: cst.SimpleStatementLine, key: str) -> bool:
+    """``key = ....to(...)`` or ``key.to(...)``."""
+    assigned = _assigned(statement)
+    if assigned is not None and assigned[0] == key:
+        return bool(method_calls(assigned[1], "to"))
+    [small, *_rest] = statement.body
+    return isinstance(small, cst.Expr) and code(small.value).startswith(f"{key}.to(")
+
+
+def find(module: cst.Module) -> Models:
+    """Which names hold trained models, and after which statement each gets wrapped."""
+    found = Models()
+    for call in calls(module, *OPTIMIZERS):
+        if call.args:
+            for params in method_calls(call.args[0], "parameters"):
+                assert isinstance(params.func, cst.Attribute)
+                found.keys.add(code(params.func.value))
+    found.data_parallel = bool(calls(module, *DATA_PARALLEL))
+    _follow_moves(module, found)
+    _find_wrap_points(module, found)
+    return found
+
+
+def _follow_moves(module: cst.Module, found: Models) -> None:
+    """``self.model = model.to(device)``: the model trained is the moved one, self.model."""
+    for node in walk(module):
+        if isinstance(node, cst.SimpleStatementLine) and (assigned := _assigned(node)):
+            target, value = assigned
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                source = code(value.func.value)
+                if value.func.attr.value == "to" and source in found.keys and target != source:
+                    found.keys.discard(source)
+                    found.keys.add(target)
+
+
+def _find_wrap_points(module: cst.Module, found: Models) -> None:
+    """Wrap after the last statement that moves the model or wraps it in DataParallel (in the
+    scope of the first one); failing both, before its optimizer or after it is built."""
+    scopes: list[tuple[int, cst.SimpleStatementLine]] = []  # (function id, statement)
+    _statements(module, id(module), scopes)
+    found.module_id = id(module)
+    for key in sorted(found.keys):
+        moving = [(f, s) for f, s in scopes if _moves(s, key)]
+        dp = [(f, s) for f, s in scopes if _assigns(s, key) and calls(s, *DATA_PARALLEL)]
+        built = [(f, s) for f, s in scopes if _assigns(s, key)]
+        candidates = [c for c in scopes if c in moving or c in dp]
+        if candidates:
+            chosen = [c for c in candidates if c[0] == candidates[0][0]][-1]
+        elif built:
+            chosen = _optimizer_after(scopes, built[0], key) or built[0]
+            if chosen is not built[0]:
+                found.wrap_before.add(id(chosen[1]))
+        else:
+            continue
+        found.wrap_at[id(chosen[1])] = key
+        found.scope_of[key] = chosen[0]
+        if moving and scopes.index(moving[0]) <= scopes.index(chosen):
+            found.moved.add(id(chosen[1]))
+
+
+def _optimizer_after(
+    scopes: list[tuple[int, cst.SimpleStatementLine]],
+    built: tuple[int, cst.SimpleStatementLine],
+    key: str,
+) -> tuple[int, cst.SimpleStatementLine] | None:
+    """The statement building ``key``'s optimizer after ``built``, in the same function: a
+    model never moved at top level (moved in a branch, initialised, loaded) is wrapped just
+    before its optimizer, once every rank has done all that to it."""
+    for function, statement in scopes[scopes.index(built) + 1 :]:
+        if function != built[0]:
+            continue
+        for call in calls(statement, *OPTIMIZERS):
+            owners = [code(p.func.value) for p in method_calls(call, "parameters")]  # type: ignore[attr-defined]
+            if key in owners:
+                return function, statement
+    return None
+
+
+def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
+    assigned = _assigned(statement)
+    return assigned is not None and assigned[0] == key and isinstance(assigned[1], cst.Call)
+
+
+def _statements(
+    node: cst.CSTNode,
+    function: int,
+    out: list[tuple[int, cst.SimpleStatementLine]],
+    branch: bool = False,
+) -> None:
+    """Every simple statement with its function; those in a branch (``if``, loop, ``try``)
+    are left out, since a wrap there may never run."""
+    for child in node.children:
+        if isinstance(child, cst.SimpleStatementLine) and not branch:
+            out.append((function, child))
+        if isinstance(child, cst.FunctionDef):
+            _statements(child, id(child), out)
+        else:
+            inside = branch or isinstance(child, _BRANCHES)
+            _statements(child, function, out, inside)
+
+
+_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.With)
+
+
+class ModelRewrite(Rewrite):
+    def __init__(self, ctx: Context, models: Models) -> None:
+        super().__init__(ctx)
+        self.models = models
+        self.functions: list[int] = []
+        self.wrapped: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(id(node))
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.functions.pop()
+        return updated
+
+    def _after_wrap(self, key: str) -> bool:
+        """Whether ``key`` names the wrapped model where the rewrite is now."""
+        if key not in self.models.scope_of:
+            return False
+        here = self.functions[-1] if self.functions else self.models.module_id
+        return key in self.wrapped or self.models.scope_of[key] != here
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = dotted(original.func)
+        if name.split(".")[-1] in DATA_PARALLEL and updated.args:
+            self.ctx.change(original, _("nn.DataParallel -> DistributedDataParallel"))
+            return updated.args[0].value
+        if name in ("torch.save", "save") and updated.args:
+            first = code(updated.args[0].value)
+            if first in self.models.keys and self._after_wrap(first):
+                self.ctx.change(original, _("torch.save({m}) saves {m}.module").format(m=first))
+                value = expr(f"{first}.module")
+                return updated.with_changes(args=[cst.Arg(value), *updated.args[1:]])
+        return updated
+
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
+        owner, attr = code(original.value), original.attr.value
+        if owner not in self.models.keys:
+            return updated
+        if attr == "module" and not self.models.data_parallel:
+            self.mark_todo(
+                original,
+                _("{c} predates DDP: under DDP, .module is the unwrapped model").format(
+                    c=code(original)
+                ),
+            )
+        elif attr not in DDP_ANSWERS and self._after_wrap(owner):
+            self.ctx.change(original, _("{m}.{a} -> {m}.module.{a}").format(m=owner, a=attr))
+            return updated.with_changes(value=expr(f"{owner}.module"))
+        return updated
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        key = self.models.wrap_at.get(id(original))
+        if key is None:
+            if self._is_noop(updated):  # was ``model = nn.DataParallel(model)``
+                return cst.RemoveFromParent()
+            return updated
+        self.wrapped.add(key)
+        self.ctx.uses.add("DDP")
+        moved = id(original) in self.models.moved
+        inner = key if moved else f"{key}.to({DEVICE})"
+        wrap = stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
+        self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
+        if self._is_noop(updated):
+            return wrap.with_changes(leading_lines=updated.leading_lines)
+        if id(original) in self.models.wrap_before:
+            self.insert_before(wrap)
+        else:
+            self.insert_after(wrap)
+        return updated
+
+    def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
+        assigned = _assigned(statement)
+        return (
+            assigned is not None
+            and assigned[0] in self.models.keys
+            and (code(assigned[1]) == assigned[0])
+        )
+
+    def leave_If(
+        self, original: cst.If, updated: cst.If
+    ) -> cst.BaseStatement | cst.RemovalSentinel:
+        """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
+        if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:
+            if updated.orelse is None:
+                self.ctx.change(original, _("the DataParallel branch removed"))
+                return cst.RemoveFromParent()
+            return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
+        return updated

@@ -1,0 +1,77 @@
+"""Scripts genie will not convert: already distributed, or with nothing to distribute."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from genie.convert.base import calls, dotted, method_calls, walk
+from genie.errors import GenieError
+from genie.i18n import _
+
+# (kind, mark, what it is, what to use instead); the first that matches is reported. An
+# "api" mark is a name used anywhere, a "package" one a top-level import, an "import" one an
+# imported dotted name (so the user's own Trainer class is not the Hugging Face one).
+DISTRIBUTED = (
+    ("api", "init_process_group", _("init_process_group"), _("run it with torchrun as it is")),
+    ("api", "DistributedDataParallel", _("DistributedDataParallel"), _("run it with torchrun")),
+    ("api", "FullyShardedDataParallel", _("FSDP"), _("run it with torchrun")),
+    ("api", "fully_shard", _("FSDP"), _("run it with torchrun")),
+    ("package", "accelerate", _("Hugging Face Accelerate"), _("use `accelerate launch`")),
+    ("package", "lightning", _("PyTorch Lightning"), _("use Trainer(strategy='ddp')")),
+    ("package", "pytorch_lightning", _("PyTorch Lightning"), _("use Trainer(strategy='ddp')")),
+    ("package", "deepspeed", _("DeepSpeed"), _("use the deepspeed launcher")),
+    ("import", "transformers.Trainer", _("the Hugging Face Trainer"), _("run it with torchrun")),
+)
+
+
+def _imported_names(module: cst.Module) -> set[str]:
+    """Dotted names the script imports: ``accelerate``, ``transformers.Trainer``..."""
+    names: set[str] = set()
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            names.update(dotted(alias.name) for alias in node.names)
+        elif isinstance(node, cst.ImportFrom) and node.module is not None:
+            source = dotted(node.module)
+            names.add(source)
+            if not isinstance(node.names, cst.ImportStar):
+                names.update(f"{source}.{dotted(alias.name)}" for alias in node.names)
+    return names
+
+
+def _used_names(module: cst.Module) -> set[str]:
+    used: set[str] = set()
+    for node in walk(module):
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = dotted(node)
+            used.update([name, name.rsplit(".", 1)[-1]])
+    return used
+
+
+def check(module: cst.Module, script: str) -> None:
+    """Raise a one-line :class:`GenieError` when ``module`` must not be converted."""
+    imported, used = _imported_names(module), _used_names(module)
+    top = {name.split(".")[0] for name in imported}
+    for kind, mark, what, instead in DISTRIBUTED:
+        where = {"api": used, "package": top, "import": imported | used}[kind]
+        if mark in where:
+            raise GenieError(
+                _("{s} is already distributed ({what} found); {instead}").format(
+                    s=script, what=what, instead=instead
+                )
+            )
+    optimizers = [
+        c for c in calls(module, *OPTIMIZERS) if c.args and method_calls(c.args[0], "parameters")
+    ]
+    if not optimizers:
+        raise GenieError(
+            _(
+                "{s}: no optimizer over a model's parameters found (e.g. "
+                "torch.optim.SGD(model.parameters())); genie converts training scripts only"
+            ).format(s=script)
+        )
+
+
+OPTIMIZERS = (
+    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "NAdam", "RAdam",
+    "LBFGS", "Rprop", "SparseAdam", "Adafactor", "Muon",
+)  # fmt: skip

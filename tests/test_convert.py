@@ -1,0 +1,584 @@
+"""genie convert: each rewrite on small sources, refusals and TODOs, the corpus against its
+golden output, and the command's file safety. The 2-process runs are in e2e/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import black
+import pytest
+
+from genie.convert import convert, report
+from genie.errors import GenieError
+
+from .conftest import ROOT, run_genie
+
+CORPUS = ROOT / "tests" / "convert_corpus"
+GOLDEN = CORPUS / "golden"
+SCRIPTS = sorted(p.stem for p in CORPUS.glob("*.py"))
+
+TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+def main():
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = torch.nn.Linear(2, 1).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+    for epoch in range(2):
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+        print(epoch)
+{extra}
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def converted(source: str, **extra: str) -> str:
+    return convert(textwrap.dedent(source).format(**extra) if extra else source).code
+
+
+def body(extra: str) -> str:
+    """TRAIN with ``extra`` lines at the end of main()."""
+    return converted(TRAIN, extra=textwrap.indent(textwrap.dedent(extra), "    "))
+
+
+# ---------------------------------------------------------------- devices
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ('torch.device("cuda")', "DEVICE"),
+        ('torch.device("cuda:0")', "DEVICE"),
+        ("torch.device(0)", "DEVICE"),
+        ('"cuda" if torch.cuda.is_available() else "cpu"', "DEVICE"),
+        ('"cuda" if use_cuda else "cpu"', "DEVICE"),
+        ("torch.accelerator.current_accelerator()", "DEVICE"),
+        (
+            'torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',
+            "DEVICE",
+        ),
+        ('torch.device("cuda", 0)', "DEVICE"),
+        ('torch.device("cpu")', 'torch.device("cpu")'),
+        ("args.device", "DEVICE"),
+        ("torch.device(args.device)", "DEVICE"),
+        ("torch.device(device_name)", "torch.device(device_name)"),
+        ("self.device", "self.device"),
+    ],
+)
+def test_every_spelling_of_the_gpu_becomes_this_process_device(before, after):
+    out = body(f"d = {before}\n")
+    assert f"    d = {after}\n" in out
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("x = x.cuda()", "x = x.to(DEVICE)"),
+        ("x = x.cuda(non_blocking=True)", "x = x.to(DEVICE, non_blocking=True)"),
+        ("x = x.to(0)", "x = x.to(DEVICE)"),
+        ('x = x.to("cuda:0")', "x = x.to(DEVICE)"),
+        ("x = x.to(torch.float16)", "x = x.to(torch.float16)"),
+        ("x = x.to(cfg.device)", "x = x.to(DEVICE)"),
+        ("x = x.to(y.device)", "x = x.to(y.device)"),
+        ("x = torch.zeros(2, device=0)", "x = torch.zeros(2, device=DEVICE)"),
+        ('x = torch.zeros(2, device="cuda")', "x = torch.zeros(2, device=DEVICE)"),
+        ('x = torch.load("a.pt")', 'x = torch.load("a.pt", map_location=DEVICE)'),
+        (
+            'x = torch.load("a.pt", map_location="cuda:0")',
+            'x = torch.load("a.pt", map_location=DEVICE)',
+        ),
+        (
+            'x = torch.load("a.pt", map_location="cpu")',
+            'x = torch.load("a.pt", map_location="cpu")',
+        ),
+    ],
+)
+def test_moves_and_loads_go_to_this_process_device(before, after):
+    assert f"    {after}\n" in body(before + "\n")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ('device = "cuda"', "device = DEVICE"),
+        ("gpu_id = 0", "gpu_id = DEVICE"),
+        ("self.device = 0", "self.device = DEVICE"),
+        ("n_gpus = 2", "n_gpus = 2"),
+        ("gpu_count = 1", "gpu_count = 1"),
+        ('name = "cuda"', 'name = "cuda"'),
+    ],
+)
+def test_names_that_hold_a_gpu_hold_this_process_device(before, after):
+    assert f"    {after}\n" in body(before + "\n")
+
+
+def test_set_device_is_left_to_genies_setup():
+    out = body("torch.cuda.set_device(0)\n")
+    assert "set_device(0)" not in out and "torch.cuda.set_device(DEVICE)" in out
+
+
+# ---------------------------------------------------------------- the model
+
+
+def test_the_model_is_wrapped_right_after_it_is_moved():
+    out = converted(TRAIN, extra="")
+    lines = out.splitlines()
+    moved = lines.index("    model = torch.nn.Linear(2, 1).to(device)")
+    assert lines[moved + 1] == (
+        '    model = DDP(model, device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)'
+    )
+
+
+def test_a_model_never_moved_is_moved_inside_the_wrap():
+    out = convert(
+        "import torch\nm = torch.nn.Linear(2, 2)\nopt = torch.optim.Adam(m.parameters())\n"
+    )
+    assert "m = DDP(m.to(DEVICE)," in out.code
+
+
+def test_a_model_moved_only_in_a_branch_is_wrapped_before_its_optimizer():
+    source = """\
+import torch
+net = torch.nn.Linear(2, 2)
+net.apply(init)
+if use_gpu:
+    net.cuda()
+# the optimizer
+opt = torch.optim.Adam(net.parameters())
+"""
+    out = convert(source).code
+    assert "    net.to(DEVICE)\n# the optimizer\nnet = DDP(net.to(DEVICE)," in out
+    assert out.index("net.apply(init)") < out.index("net = DDP(")
+
+
+def test_state_dict_saves_and_loads_after_the_wrap_use_the_unwrapped_module():
+    out = body("""\
+        torch.save(model.state_dict(), "m.pt")
+        model.load_state_dict(torch.load("m.pt"))
+        torch.save(model, "whole.pt")
+        """)
+    assert "torch.save(model.module.state_dict(), " in out
+    assert "model.module.load_state_dict(" in out
+    assert 'torch.save(model.module, "whole.pt")' in out
+
+
+def test_attributes_ddp_does_not_forward_go_to_the_unwrapped_model():
+    out = body("""\
+        z = model.decode(x)
+        w = model.weight
+        model.eval()
+        n = sum(p.numel() for p in model.parameters())
+        """)
+    assert "    z = model.module.decode(x)\n    w = model.module.weight\n" in out
+    assert "    model.eval()\n" in out and "model.parameters()" in out
+
+
+def test_a_resume_before_the_wrap_keeps_the_plain_model():
+    source = TRAIN.replace(
+        "    model = torch.nn.Linear(2, 1).to(device)\n",
+        '    model = torch.nn.Linear(2, 1)\n    model.load_state_dict(torch.load("x.pt"))\n'
+        "    model.to(device)\n",
+    )
+    out = converted(source.format(extra=""))
+    assert '    model.load_state_dict(torch.load("x.pt", map_location=DEVICE))\n' in out
+    assert "    model.to(device)\n    model = DDP(model," in out
+
+
+def test_data_parallel_becomes_ddp_and_its_branch_disappears():
+    source = TRAIN.replace(
+        "    opt = torch",
+        "    if torch.cuda.device_count() > 1:\n        model = torch.nn.DataParallel(model)\n"
+        "    opt = torch",
+    )
+    out = converted(source.format(extra=""))
+    assert "DataParallel(" not in out.replace("DistributedDataParallel", "")
+    assert "device_count" not in out and out.count("= DDP(") == 1
+
+
+def test_a_model_genie_cannot_place_is_a_todo_in_the_report():
+    source = """\
+import torch
+def fit(model, batches):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for batch in batches:
+        model(batch).sum().backward()
+"""
+    conversion = convert(source)
+    assert "DDP(" not in conversion.code
+    [todo] = conversion.todos
+    assert todo.what.startswith("found no model to wrap in DDP")
+
+
+def test_manual_model_module_is_a_todo_without_data_parallel():
+    conversion = convert(TRAIN.format(extra="    print(model.module)"))
+    [todo] = conversion.todos
+    assert "model.module" in todo.what and todo.line == 14
+    assert "# genie: TODO: model.module predates DDP" in conversion.code
+
+
+# ---------------------------------------------------------------- data loaders
+
+
+def test_training_loader_gets_a_sampler_with_its_shuffle_and_set_epoch():
+    out = converted(TRAIN, extra="")
+    assert "sampler=DistributedSampler(" in out and "shuffle=True)" in out
+    assert "shuffle=True," not in out
+    assert "    for epoch in range(2):\n        loader.sampler.set_epoch(epoch)\n" in out
+
+
+def test_a_loader_without_shuffle_keeps_its_order():
+    source = TRAIN.replace("shuffle=True", "drop_last=True")
+    out = converted(source.format(extra=""))
+    assert "DistributedSampler(dataset, shuffle=False)" in out
+
+
+def test_shuffle_hidden_in_spread_kwargs_moves_into_the_sampler_before_the_spread():
+    source = TRAIN.replace(
+        "loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)",
+        "loader = DataLoader(data, **kwargs)",
+    )
+    out = converted(source.format(extra=""))
+    assert 'sampler=DistributedSampler(data, shuffle=kwargs.pop("shuffle", False)),' in out
+    assert out.index("sampler=DistributedSampler(data") < out.index("**kwargs")
+
+
+def test_a_script_black_would_change_keeps_its_own_layout():
+    source = TRAIN.replace("print(epoch)", "print('epoch',  epoch)")
+    out = converted(source.format(extra=""))
+    assert "            print('epoch',  epoch)\n" in out
+
+
+def test_evaluation_loaders_stay_whole_and_the_report_says_so():
+    source = TRAIN.replace(
+        "    for epoch", "    val_loader = DataLoader(list(range(4)), batch_size=2)\n    for epoch"
+    )
+    conversion = convert(source.format(extra=""))
+    assert "val_loader = DataLoader(list(range(4)), batch_size=2)" in conversion.code
+    notes = report(conversion, "t.py", 2)
+    assert any(n.startswith("Evaluation: val_loader is left whole") for n in notes)
+    assert any("global batch of 2 x 2" in n and "learning rate is unchanged" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (("loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)",
+          "loader = DataLoader(list(range(8)), batch_size=2, sampler=my_sampler)"),
+         "has its own sampler"),
+        (("        for x in loader:",
+          "        loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)\n"
+          "        for x in loader:"),
+         "is built inside a loop"),
+    ],
+)  # fmt: skip
+def test_loaders_genie_cannot_shard_safely_are_todos_at_the_spot(change, why):
+    conversion = convert(TRAIN.replace(*change).format(extra=""))
+    assert any(why in t.what for t in conversion.todos)
+    assert f"# genie: TODO: loader {why}" in conversion.code
+
+
+def test_batches_from_a_plain_list_are_shared_out_the_same_count_per_rank():
+    source = """\
+import torch
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+batches = [torch.randn(4, 2) for _ in range(3)]
+for i, batch in enumerate(batches):
+    model(batch).sum().backward()
+    opt.step()
+"""
+    conversion = convert(source)
+    assert "    for i, batch in enumerate(shard(batches)):\n" in conversion.code
+    assert "return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]" in conversion.code
+    assert any(c.line == 5 and "its share" in c.what for c in conversion.changes)
+    namespace: dict = {}
+    exec(conversion.code.split("\nsetup_distributed()\n")[0], namespace)
+    namespace.update(RANK=1, WORLD_SIZE=2)
+    assert namespace["shard"](list(range(5))) == [1, 3]
+
+
+# ---------------------------------------------------------------- rank 0
+
+
+def test_progress_and_files_come_from_rank_0_with_a_barrier_before_reading():
+    out = body("""\
+        logging.info("done")
+        with open("log.txt", "w") as f:
+            f.write("x")
+        torch.save(model.state_dict(), "m.pt")
+        state = torch.load("m.pt")
+        """)
+    assert "        if RANK == 0:\n            print(epoch)\n" in out
+    assert (
+        '    if RANK == 0:\n        logging.info("done")\n        with open("log.txt", "w")' in out
+    )
+    assert 'torch.save(model.module.state_dict(), "m.pt")\n    dist.barrier()\n' in out
+
+
+def test_experiment_loggers_exist_and_log_on_rank_0_only():
+    source = TRAIN.replace(
+        "    for epoch", "    writer = SummaryWriter(log_dir='runs')\n    for epoch"
+    ).replace("print(epoch)", "writer.add_scalar('epoch', epoch)")
+    out = converted(source.format(extra="    writer.close()"))
+    assert "    writer = SummaryWriter(log_dir='runs') if RANK == 0 else None\n" in out
+    assert "        if RANK == 0:\n            writer.add_scalar('epoch', epoch)\n" in out
+    assert "    if RANK == 0:\n        writer.close()\n" in out
+
+
+def test_a_print_that_runs_the_scripts_own_code_stays_on_every_rank():
+    source = TRAIN.replace("print(epoch)", "print(evaluate(model))")
+    source += "\ndef evaluate(m):\n    return 0\n"
+    out = converted(source.format(extra=""))
+    assert "        print(evaluate(model))\n" in out
+
+
+def test_progress_bars_show_on_rank_0_only():
+    out = body("for _ in tqdm(range(3)):\n    pass\n")
+    assert "tqdm(range(3), disable=RANK != 0)" in out
+
+
+# ---------------------------------------------------------------- setup and refusals
+
+
+def test_the_main_block_joins_and_leaves_the_group_in_a_finally():
+    out = converted(TRAIN, extra="")
+    assert out.endswith(
+        'if __name__ == "__main__":\n    setup_distributed()\n    try:\n        main()\n'
+        "    finally:\n        cleanup_distributed()\n"
+    )
+    assert "def setup_distributed() -> None:" in out and 'init_process_group("nccl" if' in out
+
+
+def test_a_main_block_after_top_level_training_objects_joins_before_them():
+    source = """\
+import torch
+from torch.utils.data import DataLoader
+
+loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+if __name__ == "__main__":
+    for epoch in range(2):
+        for x in loader:
+            model(x).sum().backward()
+"""
+    out = convert(source).code
+    assert out.index("\nsetup_distributed()\n") < out.index("loader = DataLoader(")
+    assert out.count("setup_distributed()\n") == 1
+    assert out.endswith("    finally:\n        cleanup_distributed()\n")
+
+
+def test_a_bare_main_call_runs_in_the_try():
+    source = TRAIN.format(extra="").replace('if __name__ == "__main__":\n    main()', "main()")
+    out = convert(source).code
+    assert out.endswith(
+        "\nsetup_distributed()\n\ntry:\n    main()\nfinally:\n    cleanup_distributed()\n"
+    )
+
+
+def test_comments_and_layout_survive():
+    source = TRAIN.replace("    for epoch", "    # two epochs are plenty\n    for epoch")
+    out = converted(source.format(extra=""))
+    assert "    # two epochs are plenty\n    for epoch in range(2):" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "found"),
+    [
+        ("torch.distributed.init_process_group('nccl')", "init_process_group"),
+        ("from torch.nn.parallel import DistributedDataParallel", "DistributedDataParallel"),
+        ("from accelerate import Accelerator", "Hugging Face Accelerate"),
+        ("import lightning as L", "PyTorch Lightning"),
+        ("import pytorch_lightning as pl", "PyTorch Lightning"),
+        ("from transformers import Trainer", "the Hugging Face Trainer"),
+        ("import deepspeed", "DeepSpeed"),
+        ("from torch.distributed.fsdp import FullyShardedDataParallel", "FSDP"),
+    ],
+)
+def test_already_distributed_scripts_are_refused_in_one_line(line, found):
+    with pytest.raises(GenieError) as err:
+        convert(line + "\n" + TRAIN.format(extra=""), "t.py")
+    assert str(err.value).startswith(f"t.py is already distributed ({found} found)")
+    assert "\n" not in str(err.value)
+
+
+def test_converting_twice_is_refused():
+    once = converted(TRAIN, extra="")
+    with pytest.raises(GenieError, match="already distributed"):
+        convert(once, "t_ddp.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("import torch\nprint(torch.zeros(1))\n", "no optimizer over a model's parameters"),
+        ("def broken(:\n", "is not valid Python"),
+    ],
+)
+def test_scripts_with_nothing_to_convert_are_refused(source, message):
+    with pytest.raises(GenieError, match=message):
+        convert(source, "t.py")
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+@pytest.fixture(scope="module")
+def corpus() -> dict:
+    return {name: convert((CORPUS / f"{name}.py").read_text(), f"{name}.py") for name in SCRIPTS}
+
+
+def test_the_corpus_has_the_styles_the_issue_asks_for():
+    assert len(SCRIPTS) >= 12
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_corpus_conversion_matches_its_golden_output_and_report(corpus, name):
+    """Regenerate after an intended change: GENIE_UPDATE_GOLDEN=1 pytest tests/test_convert.py"""
+    conversion = corpus[name]
+    text = "\n".join(report(conversion, f"{name}.py", 2)) + "\n"
+    expected = {GOLDEN / f"{name}_ddp.py": conversion.code, GOLDEN / f"{name}.report": text}
+    if os.environ.get("GENIE_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        for path, content in expected.items():
+            path.write_text(content)
+    for path, content in expected.items():
+        assert (
+            path.read_text() == content
+        ), f"{path.name} differs; see git diff after GENIE_UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_corpus_conversion_is_black_clean_and_compiles(corpus, name):
+    code = corpus[name].code
+    assert black.format_str(code, mode=black.Mode()) == code
+    compile(code, name, "exec")
+
+
+def test_converted_corpus_passes_ruff(corpus, tmp_path):
+    for name, conversion in corpus.items():
+        (tmp_path / f"{name}_ddp.py").write_text(conversion.code)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E4,E7,E9,F,B", "."],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_bytes((CORPUS / "fn_argparse.py").read_bytes())
+    return path
+
+
+def test_convert_writes_the_script_and_its_launcher_and_prints_diff_and_changes(script):
+    result = run_genie("convert", "train.py", "--no-check", cwd=script.parent)
+    assert result.returncode == 0, result.stderr
+    assert (script.parent / "train_ddp.py").read_text() == convert(script.read_text()).code
+    launcher = script.parent / "launch" / "train_ddp.sh"
+    assert os.access(launcher, os.X_OK)
+    assert 'exec torchrun --standalone --nproc_per_node=2 train_ddp.py "$@"' in launcher.read_text()
+    assert subprocess.run(["bash", "-n", str(launcher)]).returncode == 0
+    out = result.stdout
+    assert "--- train.py" in out and "+++ train_ddp.py" in out
+    assert "  1. line 45: the GPU-or-CPU choice -> DEVICE" in out
+    assert "bash launch/train_ddp.sh" in out
+
+
+def test_the_original_is_never_changed_nor_an_existing_file_replaced_without_force(script):
+    original = script.read_bytes()
+    assert run_genie("convert", "train.py", "--no-check", cwd=script.parent).returncode == 0
+    again = run_genie("convert", "train.py", "--no-check", cwd=script.parent)
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr
+    forced = run_genie("convert", "train.py", "--no-check", "--force", cwd=script.parent)
+    assert forced.returncode == 0, forced.stderr
+    onto = run_genie(
+        "convert", "train.py", "-o", "train.py", "--force", "--no-check", cwd=script.parent
+    )
+    assert onto.returncode == 2 and "never overwrites it" in onto.stderr
+    twice = run_genie("convert", "train_ddp.py", "--no-check", cwd=script.parent)
+    assert twice.returncode == 2 and "already distributed" in twice.stderr
+    assert script.read_bytes() == original
+
+
+def test_several_nodes_get_a_multi_node_launcher(script):
+    result = run_genie(
+        "convert", "train.py", "--no-check", "--nodes", "2", "--nproc-per-node", "4",
+        "--master-addr", "10.0.0.1", cwd=script.parent,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = (script.parent / "launch" / "train_ddp_multi_node.sh").read_text()
+    assert '--nnodes=2 --nproc_per_node=4 --node_rank="$NODE_RANK" --master_addr=10.0.0.1' in text
+    missing = run_genie(
+        "convert", "train.py", "-o", "b.py", "--no-check", "--nodes", "2", cwd=script.parent
+    )
+    assert missing.returncode == 2 and "needs --master-addr" in missing.stderr
+
+
+# ---------------------------------------------------------------- the check, planned and judged
+
+GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trained": 2,
+        "params_in_sync": True, "first_loss": 0.7, "last_loss": 0.6}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("returncode", "reports", "problem"),
+    [
+        (0, [GOOD], None),
+        (1, [GOOD], "torchrun exited with 1"),
+        (0, [], "the probe reported 0 times"),
+        (0, [GOOD, GOOD], "the probe reported 2 times"),
+        (0, [{**GOOD, "params_in_sync": False}], "parameters differ across processes"),
+        (0, [{**GOOD, "ranks_trained": 1}], "only 1 of 2 processes ran backward()"),
+        (0, [{**GOOD, "models": 0}], "no DistributedDataParallel model was built"),
+        (0, [{**GOOD, "world_size": 1}], "world size 1, launched 2"),
+        (0, [{"unparsable": "x"}], "probe report lacks world_size"),
+    ],
+)
+def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks(
+    cpu_machine, returncode, reports, problem
+):
+    from genie.convert import check
+
+    problems = check.judge(check.plan(CORPUS / "x.py", [], cpu_machine), returncode, reports)
+    assert (problems == []) if problem is None else any(problem in p for p in problems)
+
+
+def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):
+    import dataclasses
+
+    from genie.convert import check
+
+    cpu = check.plan(CORPUS / "x.py", ["--epochs", "1"], cpu_machine)
+    assert (cpu.nproc, cpu.backend, cpu.env["CUDA_VISIBLE_DEVICES"]) == (2, "gloo", "")
+    assert cpu.argv[-4:] == ("genie.probe", str(CORPUS / "x.py"), "--epochs", "1")
+    gpus = check.plan(CORPUS / "x.py", [], gpu_machine)
+    assert (gpus.nproc, gpus.backend) == (8, "nccl") and "CUDA_VISIBLE_DEVICES" not in gpus.env
+    one = check.plan(CORPUS / "x.py", [], dataclasses.replace(gpu_machine, gpus=1))
+    assert (one.nproc, one.backend) == (2, "gloo")
+
+
+def test_a_failed_write_is_a_one_line_error_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from genie.convert import files
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", full_disk)
+    with pytest.raises(GenieError, match="cannot write .*t.py: No space left on device"):
+        files.write({tmp_path / "t.py": "x = 1\n"})
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,77 @@
+"""Modules of a generated project, imported and exercised in-process (no torchrun)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from genie import render
+from genie.spec import build_spec
+
+PROJECT_MODULES = ("data", "model", "evaluation", "config", "dist_utils", "optim")
+
+
+@pytest.fixture
+def project(tmp_path, cpu_machine, monkeypatch, request):
+    """Write a project for ``request.param`` (answers) and make its modules importable."""
+    spec = build_spec({"name": "p", **request.param}, cpu_machine)
+    render.write_project(tmp_path / "p", render.render(spec))
+    monkeypatch.syspath_prepend(str(tmp_path / "p"))
+    for name in PROJECT_MODULES:
+        sys.modules.pop(name, None)
+    yield tmp_path / "p"
+    for name in PROJECT_MODULES:
+        sys.modules.pop(name, None)
+
+
+def image_folder(root: Path) -> Path:
+    from PIL import Image
+
+    generator = __import__("random").Random(0)
+    for label in ("cats", "dogs"):
+        (root / label).mkdir(parents=True)
+        for i in range(5):
+            pixels = bytes(generator.randrange(256) for _ in range(48 * 48 * 3))
+            Image.frombytes("RGB", (48, 48), pixels).save(root / label / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("project", [{"task": "cv"}], indirect=True)
+def test_cv_validation_reads_images_without_the_training_augmentation(project, tmp_path):
+    import torch
+
+    evaluation = importlib.import_module("evaluation")
+    args = argparse.Namespace(
+        smoke=False, data_dir=image_folder(tmp_path / "images"), download_dir=tmp_path,
+        image_size=32, val_fraction=0.2, seed=0,
+    )  # fmt: skip
+    train_set, val_set = evaluation.split_dataset(args)
+    assert (len(train_set), len(val_set)) == (8, 2) and val_set.num_classes == 2
+    # the same validation image twice: identical (resize + centre crop, nothing random)
+    torch.manual_seed(1)
+    first = val_set[0]["pixel_values"]
+    torch.manual_seed(2)
+    assert torch.equal(first, val_set[0]["pixel_values"])
+    # the same training image twice under other seeds: the random crop and flip differ
+    torch.manual_seed(1)
+    crop = train_set[0]["pixel_values"]
+    torch.manual_seed(2)
+    assert not torch.equal(crop, train_set[0]["pixel_values"])
+    # and the two parts of the split never share a sample
+    assert not set(train_set.indices) & set(val_set.indices)
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_smoke_runs_never_write_where_real_training_keeps_its_checkpoints(project):
+    config = importlib.import_module("config")
+    real = config.parse_args([])
+    smoke = config.parse_args(["--smoke"])
+    chosen = config.parse_args(["--smoke", "--checkpoint-dir", "mine", "--log-dir", "logs"])
+    assert (real.checkpoint_dir, real.log_dir) == (Path("checkpoints"), Path("runs"))
+    assert (smoke.checkpoint_dir, smoke.log_dir) == (Path("checkpoints/smoke"), Path("runs/smoke"))
+    assert (chosen.checkpoint_dir, chosen.log_dir) == (Path("mine"), Path("logs"))
+    assert real.dist_timeout == 10.0  # minutes, documented in --help
