@@ -181,13 +181,45 @@ def new(
     type=click.Path(exists=True, dir_okay=False),
     help="Interpreter with the project's requirements (default: the one running genie).",
 )
-def smoke(directory: Path, timeout: float, python: str | None) -> None:
+@click.option(
+    "--on",
+    "where",
+    type=click.Choice(["here", "slurm"]),
+    default="here",
+    show_default=True,
+    help=_("here: this machine (several nodes are simulated); slurm: submit "
+           "launch/slurm.sbatch --smoke with sbatch --wait and judge the job's output."),
+)  # fmt: skip
+def smoke(directory: Path, timeout: float, python: str | None, where: str) -> None:
     """Smoke-test an existing genie project: a few real training steps under torchrun."""
     from genie import detect
 
     project = _load_project(directory)
+    if where == "slurm":
+        _smoke_slurm(project, directory.absolute(), timeout, python or sys.executable)
+        return
     machine = detect.machine()
     _smoke(project, directory.absolute(), machine, timeout, python or sys.executable)
+
+
+def _smoke_slurm(project: Any, target: Path, timeout: float, python: str) -> None:
+    from genie import smoke_slurm, ui
+
+    ui.info(_("\nSmoke test: launch/slurm.sbatch --smoke, submitted with sbatch --wait..."))
+    result = smoke_slurm.run(project, target, timeout, echo=ui.stream, python=python)
+    _report(result, target)
+
+
+def _report(result: Any, target: Path) -> None:
+    from genie import ui
+
+    ui.verdict(result)
+    if not result.passed:
+        from genie import smoke_signatures
+
+        found = smoke_signatures.explain(result.output, result.returncode, result.timed_out)
+        ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
+        raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
 
 
 def _smoke(
@@ -212,13 +244,7 @@ def _smoke(
     smoke_mod.require_packages(project, python)  # before announcing a run
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
     result = smoke_mod.run(project, target, machine, timeout=timeout, echo=ui.stream, python=python)
-    ui.verdict(result)
-    if not result.passed:
-        from genie import smoke_signatures
-
-        found = smoke_signatures.explain(result.output, result.returncode, result.timed_out)
-        ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
-        raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
+    _report(result, target)
 
 
 @cli.command()

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -18,6 +19,7 @@ class Machine:
     torch: str | None  # installed torch version, e.g. "2.14.1"
     python: str  # running interpreter, "3.11"
     hostname: str
+    slurm: bool = False  # sbatch on PATH, or running inside a SLURM allocation
 
 
 def gpu_count() -> int:
@@ -54,4 +56,22 @@ def machine() -> Machine:
         torch=installed_torch(),
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
         hostname=socket.gethostname(),
+        slurm=slurm_available(),
     )
+
+
+def non_loopback_ip() -> str | None:
+    """This host's address on its default route (no packet is sent), or None without one."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            address = str(s.getsockname()[0])
+    except OSError:
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def slurm_available(env: Mapping[str, str] | None = None) -> bool:
+    """Whether jobs can be submitted from here: ``sbatch`` on PATH, or inside an allocation."""
+    env = os.environ if env is None else env
+    return shutil.which("sbatch") is not None or "SLURM_JOB_ID" in env

@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from genie import compat
 from genie.detect import Machine
 from genie.errors import SpecError
 from genie.i18n import _
@@ -42,6 +45,7 @@ class Field:
     warnings: dict[str, str] | None = None  # printed when that choice is made
     marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
+    optional: bool = False  # an empty answer means "not set" (None)
 
     @property
     def flag(self) -> str:
@@ -72,6 +76,8 @@ class Field:
 
     def parse(self, raw: Any) -> Any:
         """Turn a flag string, YAML value or wizard reply into a valid value, or raise."""
+        if self.optional and (raw is None or (isinstance(raw, str) and not raw.strip())):
+            return None
         value = self._convert(raw)
         if self.choices and value not in self.choices:
             raise SpecError(self.label, raw, self.accepted())
@@ -119,3 +125,86 @@ def _number(value: float | None) -> str:
     if value is None:
         return ""
     return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+# ---------------------------------------------------------------- value checks
+
+
+def check_name(value: str) -> str | None:
+    if _NAME_RE.match(value) and ".." not in value:
+        return None
+    return _(
+        "letters, digits, '-', '_' and '.', starting with a letter or digit, "
+        "at most 64 characters (no '/' or '..')"
+    )
+
+
+def check_master_addr(value: str) -> str | None:
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if ip.is_loopback or ip.is_unspecified:
+            return _(
+                "other nodes cannot reach a loopback address; use this node's IP or hostname "
+                "as the other nodes see it"
+            )
+        return None
+    labels = value.rstrip(".").split(".")
+    if not value or len(value) > 253 or not all(_HOST_LABEL_RE.match(x) for x in labels):
+        return _("a hostname or IP address that every node can reach")
+    if value.lower() in _LOOPBACK_NAMES:
+        return _(
+            "other nodes cannot reach localhost; use this node's IP or hostname "
+            "as the other nodes see it"
+        )
+    return None
+
+
+# A version as users write it: major.minor, or major.minor.patch (2.14, 2.14.1); nothing else
+_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+
+
+def normalize_minor(text: str) -> str:
+    """``2.14.1`` -> ``2.14``; anything not a version is left as it is, for the check to refuse."""
+    if not _VERSION_RE.fullmatch(text):
+        return text
+    return compat.format_minor(compat.parse_minor(text))
+
+
+def check_python(value: str) -> str | None:
+    if not _VERSION_RE.fullmatch(value):
+        return _("a Python version such as 3.11")
+    version = compat.parse_minor(value)
+    if not (3, 7) <= version <= (3, 15):
+        return _("a Python version from 3.7 to 3.15")
+    return None
+
+
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_.,-]{1,128}$")
+_SLURM_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d\d){0,2}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+
+
+def check_slurm_name(value: str) -> str | None:
+    if _SLURM_NAME_RE.match(value):
+        return None
+    return _("letters, digits, '_', '.', ',' and '-' (as SLURM names them)")
+
+
+def check_slurm_time(value: str) -> str | None:
+    if _SLURM_TIME_RE.match(value):
+        return None
+    return _("a SLURM time limit: MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
+
+
+def check_image(value: str) -> str | None:
+    if _IMAGE_RE.match(value):
+        return None
+    return _("a container image reference such as ghcr.io/you/project:1.0")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from genie.i18n import _
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
 ENTRYPOINT = "train.py"
-NODE_RANK_VAR = "$NODE_RANK"  # placeholder the multi-node script fills from its argument
 ELASTIC_MAX_RESTARTS = 3
 
 
@@ -39,16 +41,15 @@ def torchrun_args(
     master_port: int | None = None,
     rdzv: str = "static",
     rdzv_id: str | None = None,
-    node_rank: int | str = NODE_RANK_VAR,
+    node_rank: int | str = "$NODE_RANK",
 ) -> list[str]:
-    """torchrun for ``entrypoint``: --standalone on one node; on several, c10d (every node
-    runs the same elastic command) or static (each node passes its own rank)."""
+    """torchrun for any ``entrypoint`` (genie convert's scripts): --standalone on one node; on
+    several, c10d (every node runs the same elastic command) or static (each node passes its
+    own rank). A generated project's multi-node line is :func:`multi_node_args`."""
     if nodes <= 1:
         return [*standalone(nproc_per_node), entrypoint]
     args = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}"]
     if rdzv == "c10d":
-        # Every node runs the same command; c10d assigns node ranks and, with max_restarts,
-        # re-forms the group when a worker dies (train.py resumes from the last checkpoint).
         args += [
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint={master_addr}:{master_port}",
@@ -68,38 +69,225 @@ def single_node_args(spec: Spec) -> list[str]:
     """All processes on this machine."""
     if not FRAMEWORKS[spec.framework].torchrun:
         return ["python", ENTRYPOINT]  # DataParallel: one process drives every GPU
-    return torchrun_args(ENTRYPOINT, spec.processes_per_node)
+    return [*standalone(spec.processes_per_node), ENTRYPOINT]
 
 
-def multi_node_args(spec: Spec, node_rank: int | str = NODE_RANK_VAR) -> list[str]:
-    """The command node ``node_rank`` runs (the same on every node for c10d)."""
-    return torchrun_args(
-        ENTRYPOINT,
-        spec.processes_per_node,
-        spec.nodes,
-        master_addr=spec.master_addr,
-        master_port=spec.master_port,
-        rdzv=spec.rdzv or "static",
-        rdzv_id=spec.name,
-        node_rank=node_rank,
-    )
+# What the multi-node script reads from its argument or the environment (torchrun's own names
+# for the address and port), falling back to the answers; see :func:`script_vars`.
+NODE_RANK_VAR = "$NODE_RANK"
+SCRIPT_VARS = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE")
+
+
+def script_vars(spec: Spec) -> dict[str, str]:
+    """The multi-node script's variables and their defaults (the answers)."""
+    return {
+        "MASTER_ADDR": str(spec.master_addr),
+        "MASTER_PORT": str(spec.master_port),
+        "NNODES": str(spec.nodes),
+        "NPROC_PER_NODE": str(spec.nproc_per_node),
+    }
+
+
+def multi_node_args(spec: Spec, node_rank: int | None = None) -> list[str]:
+    """What node ``node_rank`` runs; with None, the script's line, which reads shell variables
+    (``$NODE_RANK``, ``$MASTER_ADDR``, ...) that the script sets."""
+    if node_rank is None:
+        v = {name: f"${name}" for name in SCRIPT_VARS}
+        rank, is_host = NODE_RANK_VAR, "$IS_HOST"
+    else:
+        v, rank, is_host = script_vars(spec), str(node_rank), str(int(node_rank == 0))
+    args = ["torchrun", f"--nnodes={v['NNODES']}", f"--nproc_per_node={v['NPROC_PER_NODE']}"]
+    if spec.rdzv == "c10d":
+        # c10d assigns node ranks and, with max_restarts, re-forms the group when a worker dies
+        # (train.py resumes from the last checkpoint). Node 0 hosts the rendezvous store:
+        # torch's guess (the endpoint matches this machine's hostname) fails where the
+        # hostname maps to 127.0.1.1 or the address is on another interface, so is_host says it.
+        args += [
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={v['MASTER_ADDR']}:{v['MASTER_PORT']}",
+            f"--rdzv_id={spec.name}",
+            f"--rdzv_conf=is_host={is_host}",
+            f"--max_restarts={ELASTIC_MAX_RESTARTS}",
+        ]
+    else:
+        args += [
+            f"--node_rank={rank}",
+            f"--master_addr={v['MASTER_ADDR']}",
+            f"--master_port={v['MASTER_PORT']}",
+        ]
+    return [*args, ENTRYPOINT]
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:/=$-]*$")
 
 
 def shell_join(argv: Sequence[str]) -> str:
-    """Quote for bash, leaving the node-rank placeholder expandable."""
-    quoted = shlex.join(argv)
-    return quoted.replace(shlex.quote(f"--node_rank={NODE_RANK_VAR}"), '--node_rank="$NODE_RANK"')
+    """Quote for bash, leaving ``$VARIABLE`` references in values expandable."""
+    parts = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if eq and "$" in value:
+            if not _SHELL_SAFE.match(value):
+                raise ValueError(f"cannot quote {arg!r} for the launch script")
+            parts.append(f'{flag}="{value}"')
+        else:
+            parts.append(shlex.quote(arg))
+    return " ".join(parts)
+
+
+SLURM_SCRIPT = "launch/slurm.sbatch"
+SLURM_LOGS = "logs"
+SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
+SLURM_PORT_VAR = "$rdzv_port"  # the script derives it from the job id
+SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
+K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
+
+
+def slurm_uses_srun_tasks(spec: Spec) -> bool:
+    """Lightning (and DataParallel) run one SLURM task per process, started by srun itself:
+    Lightning's SLURM detection expects exactly that. The others run torchrun per node."""
+    return spec.framework == "lightning" or not FRAMEWORKS[spec.framework].torchrun
+
+
+def sbatch_directives(spec: Spec) -> list[str]:
+    """The ``#SBATCH`` options of launch/slurm.sbatch, in order (pure)."""
+    per_node = spec.processes_per_node
+    cpus_per_process = 4 if spec.gpus_per_node else 1  # data-loading workers on GPU nodes
+    tasks, cpus = (per_node, cpus_per_process) if slurm_uses_srun_tasks(spec) else (
+        1, per_node * cpus_per_process)  # fmt: skip
+    lines = [f"--job-name={spec.name}", f"--nodes={spec.nodes}", f"--ntasks-per-node={tasks}"]
+    if spec.gpus_per_node:
+        lines.append(f"--gpus-per-node={spec.gpus_per_node}")
+    lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
+    for name in ("partition", "account", "time"):
+        value = getattr(spec, name)
+        if value:
+            lines.append(f"--{name}={value}")
+    return lines
+
+
+def slurm_args(spec: Spec) -> list[str]:
+    """What the batch script runs on the allocation (its last line)."""
+    if slurm_uses_srun_tasks(spec):
+        return ["srun", "python", ENTRYPOINT]
+    return [
+        "srun", "torchrun", "--nnodes=$SLURM_NNODES", f"--nproc_per_node={spec.processes_per_node}",
+        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}",
+        "--rdzv_id=$SLURM_JOB_ID", ENTRYPOINT,
+    ]  # fmt: skip
+
+
+def sbatch_args(extra: Sequence[str] = (), wait: bool = False) -> list[str]:
+    """The submission: ``--wait`` (the smoke test) returns when the job ends, with its code."""
+    return ["sbatch", *(["--wait", "--parsable"] if wait else []), SLURM_SCRIPT, *extra]
 
 
 def commands(spec: Spec) -> list[Command]:
-    """One command per node, in node-rank order."""
+    """One command per node, in node-rank order; with SLURM, the submission comes first."""
+    result = []
+    if spec.scheduler == "slurm":
+        submit = f"mkdir -p {SLURM_LOGS} && " + shlex.join(sbatch_args())
+        result.append(Command(_where_slurm(spec), submit, tuple(slurm_args(spec))))
+    if spec.scheduler == "kubernetes":
+        where = _("your Kubernetes cluster (Kubeflow)")
+        for manifest in K8S_MANIFESTS:
+            result.append(Command(where, f"kubectl apply -f {manifest}", ("torchrun", ENTRYPOINT)))
     if not spec.multi_node:
         return [
-            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec)))
+            *result,
+            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec))),
         ]
-    result = []
     for rank in range(spec.nodes):
         where = f"node {rank}" + (f" ({spec.master_addr})" if rank == 0 else "")
         argv = tuple(multi_node_args(spec, rank))
         result.append(Command(where, f"bash launch/multi_node.sh {rank}", argv))
     return result
+
+
+def _where_slurm(spec: Spec) -> str:
+    return _("the SLURM login node (runs on {n} allocated node(s))").format(n=spec.nodes)
+
+
+# ---------------------------------------------------------------- Kubernetes (Kubeflow)
+
+K8S_WORKDIR = "/workspace"  # where the image holds the project
+
+
+def kubernetes_name(spec: Spec) -> str:
+    """The project name as a Kubernetes object name (DNS-1123: a-z, 0-9, '-')."""
+    name = re.sub(r"[^a-z0-9-]+", "-", spec.name.lower()).strip("-")[:63].strip("-")
+    return name or "train"
+
+
+def _k8s_resources(spec: Spec) -> dict[str, Any]:
+    if spec.gpus_per_node:
+        return {"limits": {"nvidia.com/gpu": spec.gpus_per_node}}
+    return {}
+
+
+def _pod(spec: Spec) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "pytorch",  # the training operator finds the container by this name
+        "image": spec.image,
+        "workingDir": K8S_WORKDIR,
+        # The operator sets PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR
+        # and PET_MASTER_PORT, which torchrun reads.
+        "command": ["torchrun", ENTRYPOINT],
+        # NCCL and the data loader's workers share memory through /dev/shm
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    resources = _k8s_resources(spec)
+    if resources:
+        container["resources"] = resources
+    return {
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        }
+    }
+
+
+def pytorchjob(spec: Spec) -> dict[str, Any]:
+    """A Kubeflow training operator ``PyTorchJob`` (kubeflow.org/v1): one Master pod and
+    ``nodes - 1`` Worker pods, each running torchrun for ``nproc_per_node`` processes."""
+    replicas: dict[str, Any] = {
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": _pod(spec)}
+    }
+    if spec.nodes > 1:
+        replicas["Worker"] = {
+            "replicas": spec.nodes - 1, "restartPolicy": "OnFailure", "template": _pod(spec)
+        }  # fmt: skip
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": kubernetes_name(spec)},
+        "spec": {"nprocPerNode": str(spec.processes_per_node), "pytorchReplicaSpecs": replicas},
+    }
+
+
+def trainjob(spec: Spec) -> dict[str, Any]:
+    """A Kubeflow Trainer v2 ``TrainJob`` (trainer.kubeflow.org/v1alpha1) on the
+    ``torch-distributed`` runtime, which starts torchrun on every node."""
+    trainer: dict[str, Any] = {
+        "image": spec.image,
+        "command": ["torchrun", ENTRYPOINT],
+        "numNodes": spec.nodes,
+        "numProcPerNode": spec.processes_per_node,
+    }
+    resources = _k8s_resources(spec)
+    if resources:
+        trainer["resourcesPerNode"] = resources
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": kubernetes_name(spec)},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
+    }
+
+
+def manifest_text(manifest: dict[str, Any], header: str) -> str:
+    """A manifest as YAML with a comment header."""
+    import yaml
+
+    comment = "".join(f"# {line}\n" for line in header.splitlines())
+    return comment + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)

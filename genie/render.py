@@ -61,7 +61,7 @@ MODULE_PURPOSES = {
     "tracking.py": _("logging, progress and the experiment tracker (rank 0)"),
     "smoke_check.py": _("what genie reads to judge a --smoke run"),
 }
-EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh")
+EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 
 
 def template_root() -> Path:
@@ -92,6 +92,13 @@ def project_files(spec: Spec) -> list[tuple[str, str]]:
     )  # fmt: skip
     if spec.multi_node:
         files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
+    if spec.scheduler == "slurm":
+        files.append(("launch/slurm.sbatch", _("the SLURM batch job: sbatch launch/slurm.sbatch")))
+    if spec.scheduler == "kubernetes":
+        files.append(("launch/pytorchjob.yaml", _("Kubeflow PyTorchJob (training operator v1)")))
+        files.append(
+            ("launch/trainjob.yaml", _("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
+        )
     files += [
         ("tests/test_smoke.py", _("pytest: 2-process CPU training, checkpoints, resume")),
         ("pytest.ini", _("pytest settings: this directory is the rootdir wherever it sits")),
@@ -125,18 +132,43 @@ def context(spec: Spec) -> dict[str, Any]:
         ),
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
+        "slurm_port_base": launch.SLURM_PORT_BASE,
         "launch": {
             "single_node": launch.shell_join(launch.single_node_args(spec)),
             "multi_node": (
                 launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None
             ),
+            "slurm": launch.shell_join(launch.slurm_args(spec)),
+            "sbatch": launch.sbatch_directives(spec),
         },
+        "manifests": _manifests(spec) if spec.scheduler == "kubernetes" else None,
         "commands": [
             {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}
             for c in commands
         ],
         "files": project_files(spec),
     }
+
+
+def _manifests(spec: Spec) -> dict[str, str]:
+    """The Kubeflow manifests as YAML text, each with a header saying how to use it."""
+    shape = f"{spec.nodes} node(s) x {spec.processes_per_node} process(es)"
+    image = (
+        f"The image ({spec.image}) must hold this folder at {launch.K8S_WORKDIR} with "
+        "requirements.txt installed; set it with genie's --image."
+    )
+    checked = (
+        "genie validated this manifest against the CRD schema; it did not run it on a cluster."
+    )
+    return {
+        "pytorchjob": launch.manifest_text(launch.pytorchjob(spec), "\n".join([
+            f"Kubeflow training operator PyTorchJob (kubeflow.org/v1): {shape}.",
+            image, "Submit: kubectl apply -f launch/pytorchjob.yaml", checked])),
+        "trainjob": launch.manifest_text(launch.trainjob(spec), "\n".join([
+            f"Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), torch-distributed "
+            f"runtime: {shape}.", image, "Submit: kubectl apply -f launch/trainjob.yaml",
+            checked])),
+    }  # fmt: skip
 
 
 def render(spec: Spec) -> dict[str, bytes]:

@@ -34,6 +34,17 @@ DEFAULT_TIMEOUT = contract.SMOKE_TIMEOUT
 
 
 @dataclass(frozen=True)
+class NodeRun:
+    """One simulated node of a multi-node smoke test: its launch script call, in its own
+    copy of the project."""
+
+    rank: int
+    argv: tuple[str, ...]
+    cwd: Path
+    env: dict[str, str]  # added to the inherited environment
+
+
+@dataclass(frozen=True)
 class SmokePlan:
     argv: tuple[str, ...]
     env: dict[str, str]  # added to the inherited environment
@@ -44,6 +55,7 @@ class SmokePlan:
     notes: tuple[str, ...]  # how the test differs from the planned deployment
     devices: int | None = None  # DataParallel: the devices one process must drive
     strategy: str | None = None  # ddp or fsdp; None for DataParallel
+    nodes: tuple[NodeRun, ...] = ()  # simulated nodes; nproc is then the world size of all
 
 
 @dataclass
@@ -71,20 +83,42 @@ def unavailable(spec: Spec, machine: Machine) -> str | None:
     return None
 
 
-def plan(
-    spec: Spec, machine: Machine, checkpoint_dir: Path, python: str = sys.executable
-) -> SmokePlan:
-    """What to run: all visible GPUs with NCCL, else 2 CPU processes with gloo."""
+def train_args(precision: str, checkpoint_dir: Path) -> tuple[str, ...]:
+    """What ``train.py`` gets in a smoke run."""
+    return (
+        "--smoke",
+        "--precision",
+        precision,
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+        "--log-dir",
+        str(checkpoint_dir / "runs"),
+    )
+
+
+def run_env(checkpoint_dir: Path) -> dict[str, str]:
+    """Added to a smoke run's environment: unbuffered, one thread, stacks at a timeout, and
+    trackers offline and out of the project directory."""
+    return {
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        **smoke_process.FAULTHANDLER_ENV,  # at a timeout, each rank shows where it hung
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(checkpoint_dir),
+        "MLFLOW_TRACKING_URI": (checkpoint_dir / "mlruns").as_uri(),
+    }
+
+
+def cpu_precision(spec: Spec) -> tuple[str, list[str]]:
+    """The precision a CPU run tests, and a note when it differs from the spec's."""
+    if spec.precision == "fp16":
+        return "bf16", [_("fp16 needs CUDA: tested bf16 on CPU")]
+    return spec.precision, []
+
+
+def untested_notes(spec: Spec, machine: Machine, python: str) -> list[str]:
+    """What a run on this machine does not test of the project as planned."""
     notes = []
-    if machine.gpus:
-        nproc, backend, device, env = machine.gpus, "nccl", "cuda", {}
-        precision = spec.precision
-    else:
-        nproc, backend, device = CPU_PROCESSES, "gloo", "cpu"
-        env = {"CUDA_VISIBLE_DEVICES": ""}  # a CUDA build on a GPU-less machine: stay on CPU
-        precision = "bf16" if spec.precision == "fp16" else spec.precision
-        if precision != spec.precision:
-            notes.append(_("fp16 needs CUDA: tested bf16 on CPU"))
     if spec.gpus_per_node and not machine.gpus:
         notes.append(
             _(
@@ -94,26 +128,24 @@ def plan(
         )
     if python == sys.executable:
         notes.extend(_version_notes(spec, machine))
-    train = (
-        "train.py",
-        "--smoke",
-        "--precision",
-        precision,
-        "--checkpoint-dir",
-        str(checkpoint_dir),
-        "--log-dir",
-        str(checkpoint_dir / "runs"),
-    )
-    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
-    env.update(smoke_process.FAULTHANDLER_ENV)  # at a timeout, each rank shows where it hung
-    # Trackers stay offline and out of the project directory during the test.
-    env.update(
-        {
-            "WANDB_MODE": "offline",
-            "WANDB_DIR": str(checkpoint_dir),
-            "MLFLOW_TRACKING_URI": (checkpoint_dir / "mlruns").as_uri(),
-        }
-    )
+    return notes
+
+
+def plan(
+    spec: Spec, machine: Machine, checkpoint_dir: Path, python: str = sys.executable
+) -> SmokePlan:
+    """What to run: all visible GPUs with NCCL, else 2 CPU processes with gloo."""
+    notes: list[str] = []
+    if machine.gpus:
+        nproc, backend, device, env = machine.gpus, "nccl", "cuda", {}
+        precision = spec.precision
+    else:
+        nproc, backend, device = CPU_PROCESSES, "gloo", "cpu"
+        env = {"CUDA_VISIBLE_DEVICES": ""}  # a CUDA build on a GPU-less machine: stay on CPU
+        precision, notes = cpu_precision(spec)
+    notes += untested_notes(spec, machine, python)
+    train = ("train.py", *train_args(precision, checkpoint_dir))
+    env.update(run_env(checkpoint_dir))
     if not FRAMEWORKS[spec.framework].torchrun:  # DataParallel: one process, every device
         devices = machine.gpus or 1
         return SmokePlan((python, *train), env, 1, "none", device, precision, tuple(notes), devices)
@@ -279,6 +311,10 @@ def run(
     if not (project / "train.py").is_file():
         raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
     require_packages(spec, python)
+    if spec.multi_node and FRAMEWORKS[spec.framework].torchrun:
+        from genie import smoke_nodes
+
+        return smoke_nodes.run(spec, project, machine, timeout, echo, python)
     with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
         p = plan(spec, machine, Path(checkpoints), python)
         with _quiet_on_interrupt(echo) as gated:

@@ -136,3 +136,84 @@ def kill_tree(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+@dataclass
+class Job:
+    argv: tuple[str, ...] | list[str]
+    cwd: Path
+    env: dict[str, str]
+    label: str  # prefixed to each line it prints, e.g. "[node 1] "
+
+
+@dataclass
+class JobOutcome(Outcome):
+    started_children: bool = False  # whether it ever had children (torchrun: workers started)
+    stopped: bool = False  # killed by us: at the timeout, or after another job failed
+
+
+def execute_all(
+    jobs: list[Job],
+    timeout: float,
+    echo: Callable[[str], None] = lambda line: None,
+    grace: float = 30.0,
+) -> list[JobOutcome]:
+    """Run ``jobs`` side by side (one torchrun agent per simulated node), each in its own
+    session. At ``timeout``, or ``grace`` seconds after one job fails while others still run
+    (they would wait for it until the timeout), every process of every job is killed."""
+    started = time.perf_counter()
+    procs, readers, outputs = [], [], []
+    try:
+        for job in jobs:
+            lines: list[str] = []
+            proc = subprocess.Popen(
+                job.argv, cwd=job.cwd, env=job.env, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                errors="replace", start_new_session=True,
+            )  # fmt: skip
+            prefix = job.label
+
+            def show(line: str, prefix: str = prefix) -> None:
+                echo(prefix + line)
+
+            reader = threading.Thread(target=_pump, args=(proc, lines, show), daemon=True)
+            reader.start()
+            procs.append(proc)
+            readers.append(reader)
+            outputs.append(lines)
+        children = [False] * len(jobs)
+        stopped = [False] * len(jobs)
+        timed_out = False
+        failed_at: float | None = None
+        while True:
+            tree = _parents()
+            for i, proc in enumerate(procs):
+                children[i] = children[i] or bool(tree.get(proc.pid))
+            codes = [proc.poll() for proc in procs]
+            if all(code is not None for code in codes):
+                break
+            now = time.perf_counter()
+            if failed_at is None and any(code not in (None, 0) for code in codes):
+                failed_at = now
+            timed_out = now - started > timeout
+            if timed_out or (failed_at is not None and now - failed_at > grace):
+                for i, proc in enumerate(procs):
+                    if proc.poll() is None:
+                        stopped[i] = True
+                        if timed_out and jobs[i].env.get("PYTHONFAULTHANDLER"):
+                            _dump_stacks(proc)
+                        kill_tree(proc)
+                break
+            time.sleep(0.2)
+    except BaseException:
+        for proc in procs:
+            if proc.poll() is None:
+                kill_tree(proc)
+        raise
+    for reader in readers:
+        reader.join(timeout=KILL_GRACE)
+    seconds = time.perf_counter() - started
+    return [
+        JobOutcome(proc.returncode, lines, seconds, timed_out and stop, child, stop)
+        for proc, lines, child, stop in zip(procs, outputs, children, stopped)
+    ]

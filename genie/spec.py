@@ -1,4 +1,4 @@
-"""The project spec: the field table, the cross-field rules, and the frozen :class:`Spec`.
+"""The project spec: the field table and the frozen :class:`Spec` (rules: :mod:`genie.rules`).
 
 Answers arrive as one raw mapping (flags over answers file over wizard); :func:`build_spec`
 turns it into a :class:`Spec`. The wizard and the CLI flags are generated from
@@ -8,8 +8,6 @@ whichever way it came in.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -17,72 +15,36 @@ from typing import Any, Callable
 from genie import compat, contract
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
-from genie.fields import Answers, Field
+from genie.fields import (
+    Answers,
+    Field,
+    check_image,
+    check_master_addr,
+    check_name,
+    check_python,
+    check_slurm_name,
+    check_slurm_time,
+    normalize_minor,
+)
 from genie.i18n import _
 from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+from genie.rules import allowed, problem_with, problems
 
 
 def _multi_node(answers: Answers) -> bool:
     return int(answers.get("nodes") or 1) > 1
 
 
-# ---------------------------------------------------------------- field checks
+def _default_scheduler(answers: Answers, machine: Machine) -> str:
+    return "slurm" if machine.slurm else "none"
 
 
-def _check_name(value: str) -> str | None:
-    if _NAME_RE.match(value) and ".." not in value:
-        return None
-    return _(
-        "letters, digits, '-', '_' and '.', starting with a letter or digit, "
-        "at most 64 characters (no '/' or '..')"
-    )
+def _slurm(answers: Answers) -> bool:
+    return answers.get("scheduler") == "slurm"
 
 
-def _check_master_addr(value: str) -> str | None:
-    try:
-        ip = ipaddress.ip_address(value)
-    except ValueError:
-        ip = None
-    if ip is not None:
-        if ip.is_loopback or ip.is_unspecified:
-            return _(
-                "other nodes cannot reach a loopback address; use this node's IP or hostname "
-                "as the other nodes see it"
-            )
-        return None
-    labels = value.rstrip(".").split(".")
-    if not value or len(value) > 253 or not all(_HOST_LABEL_RE.match(x) for x in labels):
-        return _("a hostname or IP address that every node can reach")
-    if value.lower() in _LOOPBACK_NAMES:
-        return _(
-            "other nodes cannot reach localhost; use this node's IP or hostname "
-            "as the other nodes see it"
-        )
-    return None
-
-
-# A version as users write it: major.minor, or major.minor.patch (2.14, 2.14.1); nothing else
-_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
-
-
-def _normalize_minor(text: str) -> str:
-    """``2.14.1`` -> ``2.14``; anything not a version is left as it is, for the check to refuse."""
-    if not _VERSION_RE.fullmatch(text):
-        return text
-    return compat.format_minor(compat.parse_minor(text))
-
-
-def _check_python(value: str) -> str | None:
-    if not _VERSION_RE.fullmatch(value):
-        return _("a Python version such as 3.11")
-    version = compat.parse_minor(value)
-    if not (3, 7) <= version <= (3, 15):
-        return _("a Python version from 3.7 to 3.15")
-    return None
+def _kubernetes(answers: Answers) -> bool:
+    return answers.get("scheduler") == "kubernetes"
 
 
 # ---------------------------------------------------------------- defaults
@@ -90,7 +52,7 @@ def _check_python(value: str) -> str | None:
 
 def _default_torch(answers: Answers, machine: Machine) -> str:
     if machine.torch:
-        installed = _normalize_minor(machine.torch.split("+")[0])
+        installed = normalize_minor(machine.torch.split("+")[0])
         if installed in compat.SUPPORTED:
             return installed
     return compat.NEWEST
@@ -116,6 +78,15 @@ TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVER
 TORCH_MARKS = {minor: _("unverified") for minor in compat.UNVERIFIED}
 
 
+SCHEDULER_CHOICES = {
+    "none": _("no scheduler: run launch/ scripts on each node yourself"),
+    "slurm": _("SLURM: sbatch launch/slurm.sbatch"),
+    "kubernetes": _("Kubernetes with Kubeflow: kubectl apply -f launch/pytorchjob.yaml"),
+}
+_NOT_SLURM = _("only applies to --scheduler slurm")
+_NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
+# The README names it; the pods need the project's code, so users build their own.
+DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
 
 
@@ -127,7 +98,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "name", str, _("Project name"),
         _("Used for the README title and the rendezvous id; defaults to the directory name."),
-        default=_const(None), check=_check_name,
+        default=_const(None), check=check_name,
     ),
     Field(
         "nodes", int, _("How many nodes (machines)?"),
@@ -137,7 +108,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "master_addr", str, _("Master address (node 0's hostname or IP)?"),
         _("Every node connects here to find the others; it must be reachable from all nodes."),
-        default=lambda answers, machine: machine.hostname, check=_check_master_addr,
+        default=lambda answers, machine: machine.hostname, check=check_master_addr,
         applies=_multi_node,
     ),
     Field(
@@ -158,14 +129,14 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
-        default=_default_torch, choices=compat.SUPPORTED, normalize=_normalize_minor,
+        default=_default_torch, choices=compat.SUPPORTED, normalize=normalize_minor,
         choice_help=TORCH_CHOICES, marks=TORCH_MARKS,
     ),
     Field(
         "python", str, _("Python version on the cluster?"),
         _("Decides which torch versions and features can work; defaults to this Python."),
-        default=lambda answers, machine: machine.python, check=_check_python,
-        normalize=_normalize_minor,
+        default=lambda answers, machine: machine.python, check=check_python,
+        normalize=normalize_minor,
     ),
     Field(
         "task", str, _("Task?"),
@@ -228,6 +199,38 @@ FIELDS: tuple[Field, ...] = (
         _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
+    Field(
+        "scheduler", str, _("Cluster scheduler?"),
+        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
+          "start each node yourself."),
+        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
+        choice_help=SCHEDULER_CHOICES,
+    ),
+    Field(
+        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "account", str, _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."),
+        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "time", str, _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
+        default=_const(None), check=check_slurm_time, applies=_slurm, optional=True,
+        not_applicable=_NOT_SLURM,
+    ),
+    Field(
+        "image", str, _("Container image with the project and its requirements?"),
+        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
+        default=lambda answers, machine: DEFAULT_IMAGE.format(
+            name=str(answers.get("name") or "train").lower()),
+        check=check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
+    ),
 )  # fmt: skip
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
@@ -259,6 +262,11 @@ class Spec:
     compile: bool
     tracker: str
     seed: int
+    scheduler: str
+    partition: str | None  # SLURM only, and only when given
+    account: str | None
+    time: str | None
+    image: str | None  # Kubernetes only
 
     @property
     def multi_node(self) -> bool:
@@ -338,125 +346,6 @@ def default(field: Field, answers: Answers, machine: Machine) -> Any:
         return compat.format_minor(nearest)
     options = allowed(field, answers)
     return options[0] if options else value
-
-
-# ---------------------------------------------------------------- cross-field rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule that involves several answers. ``problem`` reads only the answers named in
-    ``needs`` and returns what is wrong, or None. ``blames`` is the answer that gets re-asked.
-
-    The same rules make the final check (:func:`_cross_check`), filter the wizard's choices
-    (:func:`allowed`) and judge defaults (:func:`resolve`): they are written once."""
-
-    blames: str
-    needs: tuple[str, ...]
-    problem: Callable[[Answers], str | None]
-
-    def ready(self, answers: Answers) -> bool:
-        return all(k in answers for k in self.needs)
-
-
-def _dp_one_node(v: Answers) -> str | None:
-    if not FRAMEWORKS[v["framework"]].multi_node and int(v["nodes"]) > 1:
-        return _(
-            "DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"
-        )
-    return None
-
-
-def _one_process_per_gpu(v: Answers) -> str | None:
-    gpus, nproc = v["gpus_per_node"], v["nproc_per_node"]
-    if gpus and nproc and nproc > gpus:
-        return _("at most one process per GPU: {n} or fewer").format(n=gpus)
-    return None
-
-
-def _fp16_needs_gpus(v: Answers) -> str | None:
-    if v["precision"] == "fp16" and not v["gpus_per_node"]:
-        return _("fp16 mixed precision needs CUDA GPUs; use bf16 or fp32 on CPU")
-    return None
-
-
-def _fsdp_here(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
-        return None
-    if compat.parse_minor(v["torch"]) < compat.FEATURES["fsdp"]:
-        return compat.fsdp_problem(v["torch"], "fp32")
-    needs_gpus = compat.fsdp_needs_gpus(v["framework"], v["torch"])
-    if not v["gpus_per_node"] and needs_gpus:
-        return needs_gpus + _(
-            "; set --gpus-per-node, or use --framework ddp with torch {v} for FSDP on CPU"
-        ).format(v=compat.format_minor(compat.FSDP_CPU_FROM))
-    return None
-
-
-def _fsdp_precision(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
-        return None
-    return compat.fsdp_problem(v["torch"], v["precision"])
-
-
-def _torch_on_python(v: Answers) -> str | None:
-    return compat.python_problem(v["torch"], v["python"])
-
-
-def _compile_here(v: Answers) -> str | None:
-    if not v["compile"]:
-        return None
-    problem = compat.compile_problem(v["torch"], v["python"])
-    return problem + _("; use --no-compile") if problem else None
-
-
-def _libraries_exist(v: Answers) -> str | None:
-    try:
-        compat.requirements(v["torch"], v["python"], v["framework"], v["task"])
-    except LookupError as err:
-        return str(err)
-    return None
-
-
-# In the order the final check reports them.
-RULES: tuple[Rule, ...] = (
-    Rule("framework", ("framework", "nodes"), _dp_one_node),
-    Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
-    Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
-    Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
-    Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
-    Rule("torch", ("torch", "python"), _torch_on_python),
-    Rule("compile", ("compile", "torch", "python"), _compile_here),
-    Rule("framework", ("torch", "python", "framework", "task"), _libraries_exist),
-)
-
-
-def problems(answers: Answers, only: str | None = None) -> list[tuple[Rule, str]]:
-    """Every rule that the answers so far break (rules whose answers are not all in yet
-    are skipped); with ``only``, just the rules that read that answer."""
-    found = []
-    for rule in RULES:
-        if only is not None and only not in rule.needs:
-            continue
-        if rule.ready(answers):
-            problem = rule.problem(answers)
-            if problem:
-                found.append((rule, problem))
-    return found
-
-
-def problem_with(field: Field, value: Any, answers: Answers) -> str | None:
-    """What a rule says against answering ``field`` with ``value``, given the answers so
-    far; None when nothing does (what the wizard validates a reply with)."""
-    found = problems({**answers, field.name: value}, only=field.name)
-    return found[0][1] if found else None
-
-
-def allowed(field: Field, answers: Answers) -> tuple[Any, ...]:
-    """The choices (or, for a yes/no answer, the values) of ``field`` that no rule rejects
-    given the answers so far: what the wizard offers."""
-    options: tuple[Any, ...] = (True, False) if field.kind is bool else field.choices or ()
-    return tuple(c for c in options if problem_with(field, c, answers) is None)
 
 
 def _cross_check(v: Mapping[str, Any]) -> None:

@@ -6,7 +6,7 @@ Change a setting / Customize training settings / Cancel". Everything else keeps 
 unless the user chooses to change it.
 
 Choices are filtered by the answers already given, with the same rules the final check uses
-(:func:`genie.spec.allowed`), and a reply is validated by those rules too; a problem that
+(:func:`genie.rules.allowed`), and a reply is validated by those rules too; a problem that
 still slips through (a rule about an answer asked later) re-asks the offending question
 instead of exiting.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from genie import rules
 from genie import spec as spec_mod
 from genie.detect import Machine
 from genie.errors import SpecError
@@ -48,7 +49,7 @@ def _validator(field: Field, answers: Answers) -> Callable[[str], Any]:
             value = field.parse(text)
         except SpecError as err:
             return err.accepted
-        return spec_mod.problem_with(field, value, answers) or True
+        return rules.problem_with(field, value, answers) or True
 
     return validate
 
@@ -64,7 +65,7 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
     def ask(field: Field, default: Any, answers: Answers) -> Any:
         hint = _hint(field, machine)
         if field.kind is bool:
-            offered = spec_mod.allowed(field, answers)
+            offered = rules.allowed(field, answers)
             if len(offered) == 1:  # the rules leave one value: nothing to ask
                 return offered[0]
             yes_no = _("(Y/n)") if default else _("(y/N)")
@@ -74,7 +75,7 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
                 **prompt_kwargs,
             )  # fmt: skip
         elif field.choices:
-            offered = spec_mod.allowed(field, answers) or field.choices
+            offered = rules.allowed(field, answers) or field.choices
             described = field.choice_help or {}
             question = questionary.select(
                 field.question,
@@ -133,7 +134,7 @@ class Session:
         """Resolve every field, asking what is due; re-ask whatever a rule rejects."""
         for _attempt in range(_MAX_REASKS):
             values = spec_mod.resolve(self.raw, self.machine, self._hook)
-            found = spec_mod.problems(values)
+            found = rules.problems(values)
             if not found:
                 return values
             rule, problem = found[0]

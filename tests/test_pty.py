@@ -24,7 +24,8 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child.sendline("")
     child.expect("GPUs per node")
     child.sendline("")
-    for question in ("PyTorch version", "Task", "Framework"):  # the essentials, then the summary
+    # the essentials, then the summary
+    for question in ("PyTorch version", "Task", "Framework"):
         child.expect(question)
         child.send("\r")
     child.expect("Global batch")  # the summary
@@ -56,7 +57,7 @@ def test_declining_the_summary_writes_nothing(tmp_path):
                   "--nproc-per-node", "2", "--torch", "2.14", "--python", "3.11", "--task",
                   "custom", "--framework", "ddp", "--strategy", "ddp", "--precision", "fp32", "--batch-size", "8",
                   "--grad-accum", "1", "--epochs", "1", "--lr", "0.1", "--no-compile", "--tracker", "none",
-                  "--seed", "1")  # fmt: skip
+                  "--seed", "1", "--scheduler", "none")  # fmt: skip
     child.expect("Generate this project")
     child.expect("Cancel: write nothing")
     child.send("n\r")

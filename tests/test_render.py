@@ -339,3 +339,19 @@ def test_every_readme_says_how_to_install_without_a_gpu_and_reuse_an_environment
         for script in ("launch/single_node.sh", "launch/multi_node.sh"):
             if script in files:
                 assert b'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"' in files[script]
+
+
+@pytest.mark.parametrize("variant", ["cpu-default", "multinode-c10d", "dp-custom"])
+def test_project_readme_has_troubleshooting_written_for_this_project(rendered, variant):
+    readme = rendered[variant]["README.md"].decode()
+    section = readme.split("## Troubleshooting", 1)[1]
+    assert "genie doctor --project ." in section and "nvidia-smi" in section
+    assert "CUDA_VISIBLE_DEVICES" in section and "--batch-size" in section
+    if variant != "dp-custom":
+        for term in ("NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME",
+                     "Address already in use", "localhost"):  # fmt: skip
+            assert term in section, term
+    if variant == "multinode-c10d":
+        assert "same environment" in section and "gpu-node-0.cluster:29500" in section
+    if variant != "dp-custom":
+        assert "once per node" in readme  # data preparation, for disks that are not shared

@@ -167,6 +167,9 @@ def train(args: argparse.Namespace) -> None:
     training_args = training_arguments(
         args
     )  # joins the process group torchrun prepared
+    # The Trainer reloads the best checkpoint on every rank at the end (and resumes from
+    # the newest): without a filesystem all nodes share, each node writes its own copy.
+    training_args.save_on_each_node = not dist_utils.shared_dir(args.checkpoint_dir)
     with dist_utils.node_first():  # downloads once per node
         data.prepare(args)
     train_set, val_set = split_dataset(args)

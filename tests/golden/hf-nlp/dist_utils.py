@@ -148,3 +148,17 @@ def shared_checkpoint(found: Path | None, required: bool) -> Path | None:
             "filesystem all nodes share to resume"
         )
     return path
+
+
+def shared_dir(folder: Path) -> bool:
+    """Whether every rank sees rank 0's ``folder``: a filesystem all nodes share."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".shared-{os.environ.get('TORCHELASTIC_RUN_ID', 'probe')}"
+    if dist.get_rank() == 0:
+        probe.touch()
+    dist.barrier()
+    shared = every_rank(probe.exists())
+    dist.barrier()  # every rank has looked before rank 0 removes it
+    if dist.get_rank() == 0:
+        probe.unlink()
+    return shared

@@ -19,6 +19,8 @@ import torch.distributed as dist
 
 def setup(timeout_minutes: float) -> torch.device:
     """Join the process group torchrun prepared and pick this process's device."""
+    if "LOCAL_RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+        env_from_slurm()  # srun started one task per device (launch/slurm.sbatch)
     if "LOCAL_RANK" not in os.environ:
         raise SystemExit(
             "train.py runs under torchrun: use launch/single_node.sh (see README.md)"
@@ -127,6 +129,21 @@ def shutdown() -> None:
     gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def env_from_slurm() -> None:
+    """Under srun, set what torchrun would have set, from Lightning's reading of SLURM's
+    variables (the first node of the allocation hosts the rendezvous)."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    slurm = SLURMEnvironment()
+    os.environ.update(
+        MASTER_ADDR=slurm.main_address,
+        MASTER_PORT=str(slurm.main_port),
+        RANK=str(slurm.global_rank()),
+        LOCAL_RANK=str(slurm.local_rank()),
+        WORLD_SIZE=str(slurm.world_size()),
+    )
 
 
 def topology() -> tuple[int, int]:

@@ -1,0 +1,82 @@
+"""The multi-node smoke test for real: one torchrun agent per simulated node, each started
+through the project's own launch/multi_node.sh in its own copy of the project."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from genie import detect, smoke_nodes
+from genie.spec import build_spec
+
+from ..conftest import run_genie
+from .test_smoke_e2e import CPU_ENV, generate, inject, report_of
+
+pytestmark = pytest.mark.e2e
+MULTI = ("--nodes", "2", "--master-addr", "node0.example", "--gpus-per-node", "0")
+RAISE_ON_RANK_3 = "    if dist.get_rank() == 3:\n        raise RuntimeError('injected failure')\n"
+SEED_ANCHOR = "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n"
+
+
+@pytest.mark.parametrize("rdzv", ["c10d", "static"])
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
+def test_two_simulated_nodes_train_through_the_multi_node_script(tmp_path, framework, rdzv):
+    project = generate(tmp_path, *MULTI, "--framework", framework, "--rdzv", rdzv)
+    result = run_genie("smoke", str(project), **CPU_ENV)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+    report = report_of(result.stdout)
+    assert report["world_size"] == 4 and report["params_in_sync"] is True  # 2 nodes x 2
+    assert "tested 2 simulated nodes x 2 on this host, through launch/multi_node.sh" in (
+        re.sub(r"\s*│\s*", " ", result.stdout)
+    )
+    assert "[node 0]" in result.stdout and "PASS" in result.stdout
+    assert not (project / "checkpoints").exists()  # each node trained in its own copy
+
+
+def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machine):
+    """Loopback hides the c10d host-matching failure (is_host): use the real address."""
+    address = detect.non_loopback_ip()
+    if address is None:
+        pytest.skip("this host has no non-loopback IPv4 address")
+    project = generate(tmp_path, *MULTI, "--rdzv", "c10d")
+    spec = build_spec({"name": "proj", "nodes": 2, "master_addr": "node0.example",
+                       "gpus_per_node": 0}, cpu_machine)  # fmt: skip
+    os.environ.update(CPU_ENV)
+    result = smoke_nodes.run(spec, project, cpu_machine, timeout=240, addr=address)
+    assert result.passed, result.problems + [result.output[-3000:]]
+    assert {n.env["MASTER_ADDR"] for n in result.plan.nodes} == {address}
+
+
+def test_a_rank_that_raises_is_named_with_its_node(tmp_path):
+    project = generate(tmp_path, *MULTI, "--rdzv", "static")
+    inject(project, SEED_ANCHOR, RAISE_ON_RANK_3)
+    result = run_genie("smoke", str(project), **CPU_ENV)
+    assert result.returncode == 1
+    assert "rank 3 failed on node 1" in result.stderr
+    assert "injected failure" in result.stdout
+
+
+def _processes_under(prefix: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(entry / "cwd").startswith(prefix):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_the_timeout_kills_every_agent_and_worker_of_every_node(tmp_path):
+    project = generate(tmp_path, *MULTI, "--rdzv", "static")
+    inject(project, SEED_ANCHOR, "    if dist.get_rank() == 2:\n        time.sleep(3600)\n")
+    started = time.monotonic()
+    result = run_genie("smoke", str(project), "--timeout", "30", **CPU_ENV)
+    assert result.returncode == 1 and "timed out after 30 s" in result.stderr
+    assert time.monotonic() - started < 90
+    assert _processes_under(os.path.join(tempfile.gettempdir(), "genie-nodes-")) == []

@@ -1,0 +1,106 @@
+"""``genie smoke --on slurm`` on a real one-node SLURM (its own munged, slurmctld, slurmd),
+1 node x 2 CPU processes per project. In CI (CI=true) a missing SLURM fails instead of
+skipping: .ci/run installs it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .. import slurm_cluster
+from ..conftest import run_genie
+from .test_smoke_e2e import CPU_ENV, inject, report_of
+
+# One SLURM for all of them: the same xdist worker (pytest --dist loadgroup).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm")]
+SLURM_PROJECT = ("--gpus-per-node", "0", "--nproc-per-node", "2", "--scheduler", "slurm")
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"SLURM is required in CI: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    missing = slurm_cluster.missing()
+    if missing:
+        _unavailable(f"not installed: {', '.join(missing)} (apt-get install slurm-wlm munge)")
+    if os.geteuid() != 0:
+        _unavailable("the test SLURM runs its daemons as root (SlurmUser=root)")
+    cluster = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_runs(slurm, tmp_path_factory):
+    """One `genie smoke --on slurm` per project, shared by the tests below."""
+    root = tmp_path_factory.mktemp("slurm-projects")
+    env = {**CPU_ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}
+    results = {}
+    for name, flags in {
+        "ddp": (), "lightning": ("--framework", "lightning"), "hf": ("--framework", "hf"),
+        "raises": (), "hangs": (),
+    }.items():  # fmt: skip
+        made = run_genie("new", name, "--yes", "--no-smoke", *SLURM_PROJECT, *flags, cwd=root)
+        assert made.returncode == 0, made.stderr
+        if name == "raises":
+            inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
+                   "    if dist.get_rank() == 1:\n        raise RuntimeError('injected failure on rank 1')\n")  # fmt: skip
+        if name == "hangs":
+            inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
+                   "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
+        timeout = ("--timeout", "40") if name == "hangs" else ()
+        results[name] = (
+            root / name,
+            run_genie("smoke", name, "--on", "slurm", *timeout, cwd=root, **env),
+        )
+    return results
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
+def test_genie_smoke_on_slurm_passes_through_the_batch_script(slurm_runs, framework, slurm):
+    project, result = slurm_runs[framework]
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr + slurm.log()
+    report = report_of(result.stdout)
+    assert report["world_size"] == 2 and report["params_in_sync"] is True
+    [log] = (project / "logs").glob(f"{framework}-*.out")  # the job's own output file
+    assert "GENIE_SMOKE" in log.read_text()
+
+
+def test_a_rank_that_raises_on_slurm_fails_with_that_ranks_error(slurm_runs):
+    _project, result = slurm_runs["raises"]
+    assert result.returncode == 1
+    assert "injected failure on rank 1" in result.stdout
+    assert "smoke test failed" in result.stderr
+
+
+def test_a_hanging_job_is_cancelled_at_the_timeout(slurm_runs, slurm):
+    _project, result = slurm_runs["hangs"]
+    assert result.returncode == 1
+    found = re.search(r"timed out after 40 s; SLURM job (\d+) was cancelled", result.stderr)
+    assert found, result.stderr
+    state = ""
+    for _ in range(60):  # the controller may still be cleaning up ("COMPLETING")
+        shown = subprocess.run(
+            ["scontrol", "show", "job", found.group(1)], env=slurm.env, capture_output=True,
+            text=True,
+        ).stdout  # fmt: skip
+        state = m.group(1) if (m := re.search(r"JobState=(\w+)", shown)) else "gone"
+        if state in ("CANCELLED", "gone"):
+            break
+        time.sleep(0.5)
+    assert state in ("CANCELLED", "gone"), state
+
+
+def test_the_printed_launch_command_is_the_sbatch_line(tmp_path):
+    result = run_genie("new", "p", "--yes", "--no-smoke", *SLURM_PROJECT, cwd=tmp_path)
+    assert "mkdir -p logs && sbatch launch/slurm.sbatch" in result.stdout
+    assert "sbatch launch/slurm.sbatch" in Path(tmp_path, "p", "README.md").read_text()
