@@ -167,18 +167,21 @@ def check_master_addr(value: str) -> str | None:
     return None
 
 
+# A version as users write it: major.minor, or major.minor.patch (2.14, 2.14.1); nothing else
+_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+
+
 def normalize_minor(text: str) -> str:
-    try:
-        return compat.format_minor(compat.parse_minor(text))
-    except ValueError:
+    """``2.14.1`` -> ``2.14``; anything not a version is left as it is, for the check to refuse."""
+    if not _VERSION_RE.fullmatch(text):
         return text
+    return compat.format_minor(compat.parse_minor(text))
 
 
 def check_python(value: str) -> str | None:
-    try:
-        version = compat.parse_minor(value)
-    except ValueError:
+    if not _VERSION_RE.fullmatch(value):
         return _("a Python version such as 3.11")
+    version = compat.parse_minor(value)
     if not (3, 7) <= version <= (3, 15):
         return _("a Python version from 3.7 to 3.15")
     return None

@@ -9,10 +9,13 @@ deleting or overwriting a file genie did not generate.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,17 @@ from genie.registry import FRAMEWORKS, TASKS
 from genie.spec import Spec
 
 ANSWERS_FILE = ".genie.yml"
+# Test-only: with GENIE_TEST_PAUSE_AT set to one of these, genie stops there (after saying so
+# on stderr) so that a test can kill it at that point.
+PAUSE_POINTS = ("render", "staging", "rename", "replace")
+STAGING_PREFIX = ".{name}.genie-"
+
+
+def _pause_point(name: str) -> None:
+    if os.environ.get("GENIE_TEST_PAUSE_AT") == name:
+        sys.stderr.write(f"GENIE_TEST_PAUSED {name}\n")
+        sys.stderr.flush()
+        time.sleep(3600)
 
 
 def framework_title(spec: Spec) -> str:
@@ -176,6 +190,7 @@ def render(spec: Spec) -> dict[str, bytes]:
             config_file=str(config),
             accept_hooks=False,
         )
+        _pause_point("render")
         for path in wanted:
             text = Path(out, path).read_text(encoding="utf-8")
             if path.endswith(".py"):
@@ -250,32 +265,77 @@ def _umask() -> int:
     return mask
 
 
+def _remove_stale_staging(target: Path) -> None:
+    """Staging directories that a killed genie left next to ``target`` (their pid is gone)."""
+    prefix = STAGING_PREFIX.format(name=target.name)
+    for stale in target.parent.glob(prefix + "*"):
+        pid = stale.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def write_project(target: Path, files: dict[str, bytes], force: bool = False) -> None:
-    """Write ``files`` under ``target`` atomically: all of them, or (fresh target) none."""
+    """Write ``files`` under ``target`` atomically: all of them, or (fresh target) none.
+
+    The files are written into a staging directory next to ``target``, which is renamed into
+    place in one step. With ``--force`` into a populated directory each file is replaced in
+    one step and the answers file (with the hashes) last, so a run killed half way leaves
+    whole files and a later ``--force`` finishes the job."""
     target = target.absolute()
     if check_target(target, force):
         _check_overwrites(target, files)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.genie-", dir=target.parent))
+    _remove_stale_staging(target)
+    prefix = STAGING_PREFIX.format(name=target.name) + f"{os.getpid()}-"
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the project should not be
     try:
-        for path, data in files.items():
+        for i, (path, data) in enumerate(files.items()):
             dest = staging / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
             if path in EXECUTABLE:
                 dest.chmod(0o755)
+            if i == len(files) // 2:
+                _pause_point("staging")
+        _sync_tree(staging)
+        _pause_point("rename")
         if not target.exists():
             os.rename(staging, target)
+            _fsync_dir(target.parent)
             return
         if not any(target.iterdir()):
             target.rmdir()
             os.rename(staging, target)
+            _fsync_dir(target.parent)
             return
         # --force into a populated directory: replace file by file, answers file last.
-        for path in sorted(files, key=lambda p: p == ANSWERS_FILE):
+        for i, path in enumerate(sorted(files, key=lambda p: p == ANSWERS_FILE)):
             dest = target / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / path, dest)
+            if i == len(files) // 2:
+                _pause_point("replace")
+        _fsync_dir(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _sync_tree(root: Path) -> None:
+    """Every file and directory under ``root`` on disk before the rename publishes them."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        else:
+            _fsync_dir(path)
+    _fsync_dir(root)

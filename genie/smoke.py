@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -186,19 +187,47 @@ def _version_notes(spec: Spec, machine: Machine) -> list[str]:
     return found
 
 
+# torchrun's --tee prefix, as it starts each piece of a rank's output it has read
+_TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")
+_CONTINUATION_LINES = 8  # how far a report split across reads may spread
+
+
 def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
-    """Every smoke report in the output (torchrun's ``[default0]:`` prefix is ignored)."""
+    """Every smoke report in the output, however it arrived.
+
+    The marker may sit anywhere in a line (after torchrun's ``[default0]:`` prefix, or after
+    a progress bar's carriage return); exactly one JSON object is decoded after it and
+    whatever follows (another rank's prefix glued on) is ignored. When torchrun read the
+    report in two pieces, the next lines (their prefix stripped) complete it. A marker
+    whose JSON never completes is reported as unparsable, never as a report.
+    """
     reports = []
-    for line in lines:
-        at = line.find(contract.MARKER)
-        if at < 0:
-            continue
-        try:
-            data = json.loads(line[at + len(contract.MARKER) :])
-        except json.JSONDecodeError:
-            data = None
-        reports.append(data if isinstance(data, dict) else {"unparsable": line.strip()})
+    decoder = json.JSONDecoder()
+    for i, line in enumerate(lines):
+        start = 0
+        while (at := line.find(contract.MARKER, start)) >= 0:
+            start = at + len(contract.MARKER)
+            text = line[start:].rstrip("\r\n")
+            data = _decode(decoder, text)
+            for more in lines[i + 1 : i + 1 + _CONTINUATION_LINES]:
+                if data is not None or contract.MARKER in more:
+                    break
+                text += _TEE_PREFIX.sub("", more.rstrip("\r\n"), count=1)
+                data = _decode(decoder, text)
+            if data is None:
+                reports.append({"unparsable": line.strip()})
+                continue
+            reports.append(data)
     return reports
+
+
+def _decode(decoder: json.JSONDecoder, text: str) -> dict[str, Any] | None:
+    """The one JSON object at the start of ``text`` (what follows is ignored), or None."""
+    try:
+        data, _end = decoder.raw_decode(text.lstrip())
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -> list[str]:
@@ -214,6 +243,13 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
             _("{n} report lines; only global rank 0 may print one").format(n=len(reports))
         )
     report = reports[-1]
+    if "unparsable" in report:
+        problems.append(
+            _("the {m}line is not one complete JSON object: {line}").format(
+                m=contract.MARKER, line=str(report["unparsable"])[:200]
+            )
+        )
+        return problems
     missing = [k for k in contract.REPORT_KEYS if k not in report]
     if missing:
         problems.append(_("report lacks {keys}").format(keys=", ".join(missing)))
@@ -289,9 +325,67 @@ def run(
         problems.insert(
             0, _("timed out after {t:.0f} s; every process was killed").format(t=timeout)
         )
+    output = "".join(out.lines)
+    culprit = hung_rank(output) if out.timed_out else failed_rank(output)
+    if culprit:
+        problems.insert(1 if out.timed_out else 0, culprit)
     report = reports[-1] if reports else None
-    return SmokeResult(
-        p, out.returncode, out.seconds, out.timed_out, report, problems, "".join(out.lines)
+    return SmokeResult(p, out.returncode, out.seconds, out.timed_out, report, problems, output)
+
+
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?^\s*rank\s*:\s*(?P<rank>\d+).*?"
+    r"^\s*exitcode\s*:\s*(?P<code>-?\d+)(?P<rest>.*?)^=+$",
+    re.S | re.M,
+)
+_RAISED = re.compile(
+    r"^\s*(?:\[\w+\]:)?\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt): .*)$", re.M
+)
+_STACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+_LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen ")
+
+
+def failed_rank(output: str) -> str | None:
+    """The rank torchrun saw fail first, and how (its exception, exit code or signal)."""
+    m = _ROOT_CAUSE.search(output)
+    if m is None:
+        return None
+    rank, code = m.group("rank"), int(m.group("code"))
+    raised = _RAISED.findall(m.group("rest"))
+    if raised:
+        how = raised[-1].strip()
+    elif code < 0:
+        how = _("killed by signal {n}").format(n=-code)
+    else:
+        how = _("exit code {code}").format(code=code)
+    return _("rank {rank} failed first: {how}").format(rank=rank, how=how)
+
+
+def hung_rank(output: str) -> str | None:
+    """At a timeout, from each rank's stack dump: the ranks stuck outside torch (their
+    peers wait for them inside a collective)."""
+    where: dict[int, str] = {}
+    current: dict[int, bool] = {}
+    for line in output.splitlines():
+        prefix = re.match(r"^\[[A-Za-z_]*(\d+)\]:", line)
+        if prefix is None:
+            continue
+        rank, text = int(prefix.group(1)), line[prefix.end() :]
+        if text.startswith(("Current thread", "Thread ")):
+            current[rank] = text.startswith("Current thread") and rank not in where
+            continue
+        frame = _STACK_FRAME.match(text)
+        if frame is None or not current.get(rank) or rank in where:
+            continue
+        current[rank] = False  # only the innermost frame of the main thread counts
+        if not _LIBRARY.search(frame.group("path")):
+            name = frame.group("path").rsplit("/", 1)[-1]
+            where[rank] = f"{name}:{frame.group('line')} in {frame.group('func')}"
+    if not where:
+        return None
+    return "; ".join(
+        _("rank {rank} hung outside any collective, at {place}").format(rank=r, place=p)
+        for r, p in sorted(where.items())
     )
 
 

@@ -71,17 +71,21 @@ def warn(message: str) -> None:
 
 
 def files(target: str, described: list[tuple[str, str]]) -> None:
-    console().print(f"\n[bold]{_('Wrote')}[/] {target}/", markup=True)
+    console().print(f"\n[bold]{_('Wrote')}[/] {escape(target)}/", markup=True)
     width = max(len(path) for path, _what in described)
     for path, what in described:  # soft_wrap: a long line is never broken into two
         console().print(f"  {path.ljust(width)}  [dim]{what}[/]", markup=True, soft_wrap=True)
 
 
 def commands(target: str, cmds: list[Command]) -> None:
+    import shlex
+
     from genie.launch import shell_join
 
-    # soft_wrap: a command is never broken into two lines, so it pastes at any width.
-    console().print(f"\n[bold]{_('Launch')}[/] (cd {target}):", markup=True, soft_wrap=True)
+    # quoted: pasted into a shell; soft_wrap: never broken into two lines, at any width
+    console().print(
+        f"\n[bold]{_('Launch')}[/] (cd {escape(shlex.quote(target))}):", markup=True, soft_wrap=True
+    )
     for c in cmds:
         console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True, soft_wrap=True)
         console().print(f"    {shell_join(c.argv)}", markup=False, style="dim", soft_wrap=True)

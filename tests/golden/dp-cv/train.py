@@ -241,6 +241,10 @@ def train(args: argparse.Namespace) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     loader, val_loader = build_loaders(args, device)
     run = build_run(args, device, loader)
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
     run.monitor.evaluate = lambda: evaluate(
         run.forward, val_loader, device, run.autocast
     )
@@ -258,8 +262,6 @@ def train(args: argparse.Namespace) -> None:
     run.monitor.tracker.close()
     log.info(summary_line(run))
     if args.smoke:
-        import smoke_check
-
         seconds = time.perf_counter() - started
         smoke_check.check_run(run, loader.dataset.num_classes, seconds)
 

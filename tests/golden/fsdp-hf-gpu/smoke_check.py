@@ -8,7 +8,10 @@ the validation accuracy, and whether the checkpoints written load into a fresh m
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -24,6 +27,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from dist_utils import collective_device, mean_across_ranks
 
 MARKER = "GENIE_SMOKE "
+FAULT = "GENIE_FAULT"  # genie's fault switch, for its reliability tests
 
 
 def emit(report: dict) -> None:
@@ -31,6 +35,48 @@ def emit(report: dict) -> None:
     (another rank's, a progress bar's) can land inside it."""
     sys.stdout.write(MARKER + json.dumps(report) + "\n")
     sys.stdout.flush()
+
+
+def arm_fault(trainer, marker_dir: Path) -> None:
+    """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
+    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
+    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
+    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    kind, _, rest = os.environ.get(FAULT, "").partition(":")
+    rank, _, arg = rest.partition(":")
+    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+        return
+    marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
+    at = int(arg) if kind == "kill" else 1
+    if kind == "kill" and marker.exists():
+        return
+    steps = 0
+
+    def fault() -> None:
+        nonlocal steps
+        steps += 1
+        if steps != at:
+            return
+        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        if kind == "hang":
+            while True:
+                time.sleep(1)
+        if kind == "raise":
+            raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
+        if kind == "exit":
+            os._exit(int(arg))
+        if kind == "kill":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    training_step = trainer.training_step
+
+    def faulty_step(*args, **kwargs):
+        fault()
+        return training_step(*args, **kwargs)
+
+    trainer.training_step = faulty_step  # each micro-batch of training
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:

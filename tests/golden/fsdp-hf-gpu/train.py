@@ -18,6 +18,7 @@ import sys
 
 import torch
 from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.integrations import TensorBoardCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -217,16 +218,20 @@ def train(args: argparse.Namespace) -> None:
             else None
         )
         resume = dist_utils.shared_checkpoint(found, args.resume)
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(trainer, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     if main_process:
         log.info(summary_line(args, trainer))
     if args.smoke:
-        import smoke_check
-
         fresh = WithLoss(build_model(args, train_set.num_classes))
         smoke_check.check_run(trainer, recorder, args, fresh)
 
 
+# torchrun then shows the exception a failed rank raised, not only its exit code
+@record
 def main() -> None:
     args = parse_args()
     logging.basicConfig(stream=sys.stdout, level=logging.INFO)

@@ -8,7 +8,10 @@ the validation accuracy, and whether the checkpoints written load into a fresh m
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -23,6 +26,7 @@ from dist_utils import collective_device, mean_across_ranks
 from model import build_model
 
 MARKER = "GENIE_SMOKE "
+FAULT = "GENIE_FAULT"  # genie's fault switch, for its reliability tests
 
 
 def emit(report: dict) -> None:
@@ -30,6 +34,48 @@ def emit(report: dict) -> None:
     (another rank's, a progress bar's) can land inside it."""
     sys.stdout.write(MARKER + json.dumps(report) + "\n")
     sys.stdout.flush()
+
+
+def arm_fault(trainer, marker_dir: Path) -> None:
+    """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
+    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
+    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
+    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    kind, _, rest = os.environ.get(FAULT, "").partition(":")
+    rank, _, arg = rest.partition(":")
+    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+        return
+    marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
+    at = int(arg) if kind == "kill" else 1
+    if kind == "kill" and marker.exists():
+        return
+    steps = 0
+
+    def fault() -> None:
+        nonlocal steps
+        steps += 1
+        if steps != at:
+            return
+        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        if kind == "hang":
+            while True:
+                time.sleep(1)
+        if kind == "raise":
+            raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
+        if kind == "exit":
+            os._exit(int(arg))
+        if kind == "kill":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    training_step = trainer.training_step
+
+    def faulty_step(*args, **kwargs):
+        fault()
+        return training_step(*args, **kwargs)
+
+    trainer.training_step = faulty_step  # each micro-batch of training
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
@@ -91,7 +137,7 @@ def checkpoint_loads(paths: list[Path], args, num_classes: int, parameters) -> b
     and the first holds exactly ``parameters`` (the weights training ended with)."""
     fresh = build_model(args, num_classes)
     for path in reversed(paths):
-        state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
         fresh.load_state_dict({k[len("net.") :]: v for k, v in state.items()})
     return holds_exactly(fresh, parameters)
 

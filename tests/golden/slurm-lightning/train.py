@@ -21,6 +21,7 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader
 
 import data
@@ -239,17 +240,21 @@ def train(args: argparse.Namespace) -> None:
     if args.eval_only:
         trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
         return
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(module, args.checkpoint_dir)  # GENIE_FAULT, for tests
     trainer.fit(
         module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
     )
     if trainer.is_global_zero:
         log.info(summary_line(args, trainer))
     if args.smoke:
-        import smoke_check
-
         smoke_check.check_run(trainer, module, datamodule.num_classes)
 
 
+# torchrun then shows the exception a failed rank raised, not only its exit code
+@record
 def main() -> None:
     args = parse_args()
     # The process group, joined here with --dist-timeout; Lightning uses it as it is.

@@ -80,6 +80,35 @@ def load_state(path: Path) -> dict:
     )  # tensors and plain data
 
 
+def check_fits(model, state, path: Path) -> None:
+    """Stop with one line when ``path`` was written for another model (another size,
+    task or framework): a resume must not die in load_state_dict with a traceback."""
+    own = model.state_dict()
+    theirs = state.get("model") if isinstance(state, dict) else None
+    if not isinstance(theirs, dict):
+        problem = "it is not a checkpoint of this project (no model weights in it)"
+    elif own.keys() != theirs.keys():
+        missing = sorted(own.keys() - theirs.keys())
+        extra = sorted(theirs.keys() - own.keys())
+        problem = (
+            f"it lacks {missing[0]}" if missing else f"it has {extra[0]}, unknown here"
+        )
+    else:
+        shapes = [k for k in own if tuple(own[k].shape) != tuple(theirs[k].shape)]
+        if not shapes:
+            return
+        name = shapes[0]
+        problem = (
+            f"{name} is {list(theirs[name].shape)} there, {list(own[name].shape)} here"
+        )
+    message = (
+        f"--resume: {path} does not fit this model: {problem}; it was written for "
+        "another model size, task or framework (use another --checkpoint-dir, or "
+        "start afresh)"
+    )
+    raise SystemExit(message if dist.get_rank() == 0 else 1)  # one line, from rank 0
+
+
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
     """What a checkpoint holds; every rank calls it (it gathers)."""
     model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
@@ -104,6 +133,7 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     state = payload[0]
     if state is None:
         return None
+    check_fits(model, state, path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])

@@ -8,7 +8,11 @@ the validation accuracy, and whether the checkpoints written load into a fresh m
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -19,6 +23,7 @@ from dist_utils import collective_device, mean_across_ranks
 from model import build_model
 
 MARKER = "GENIE_SMOKE "
+FAULT = "GENIE_FAULT"  # genie's fault switch, for its reliability tests
 
 
 def emit(report: dict) -> None:
@@ -26,6 +31,46 @@ def emit(report: dict) -> None:
     (another rank's, a progress bar's) can land inside it."""
     sys.stdout.write(MARKER + json.dumps(report) + "\n")
     sys.stdout.flush()
+
+
+def arm_fault(model: nn.Module, marker_dir: Path) -> None:
+    """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
+    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
+    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
+    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    kind, _, rest = os.environ.get(FAULT, "").partition(":")
+    rank, _, arg = rest.partition(":")
+    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+        return
+    marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
+    at = int(arg) if kind == "kill" else 1
+    if kind == "kill" and marker.exists():
+        return
+    steps = 0
+
+    def fault() -> None:
+        nonlocal steps
+        steps += 1
+        if steps != at:
+            return
+        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        if kind == "hang":
+            while True:
+                time.sleep(1)
+        if kind == "raise":
+            raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
+        if kind == "exit":
+            os._exit(int(arg))
+        if kind == "kill":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def before_forward(module: nn.Module, inputs) -> None:
+        if module.training:  # training micro-batches, not validation
+            fault()
+
+    model.register_forward_pre_hook(before_forward)
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:

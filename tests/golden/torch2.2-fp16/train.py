@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
@@ -256,6 +257,10 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     loader, val_loader = build_loaders(args, device)
     run = build_run(args, device, loader)
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
     run.monitor.evaluate = lambda: evaluate(run.model, val_loader, device, run.autocast)
     if args.eval_only:
         log.info("validation: %s", json.dumps(run.monitor.evaluate()))
@@ -271,12 +276,12 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
     run.monitor.tracker.close()
     log.info(summary_line(run))
     if args.smoke:
-        import smoke_check
-
         seconds = time.perf_counter() - started
         smoke_check.check_run(run, loader.dataset.num_classes, seconds)
 
 
+# torchrun then shows the exception a failed rank raised, not only its exit code
+@record
 def main() -> None:
     args = parse_args()
     device = dist_utils.setup(args.dist_timeout)

@@ -27,6 +27,9 @@ shift
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
 IS_HOST=$(( NODE_RANK == 0 ? 1 : 0 ))
+# After an elastic restart the workers need a TCP store of their own: the rendezvous store
+# they share by default refused the re-formed group ("Gloo connectFullMesh failed").
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 {% endif %}
 exec {{ g.launch.multi_node }} "$@"
 {% endif %}

@@ -24,4 +24,7 @@ shift
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
 IS_HOST=$(( NODE_RANK == 0 ? 1 : 0 ))
+# After an elastic restart the workers need a TCP store of their own: the rendezvous store
+# they share by default refused the re-formed group ("Gloo connectFullMesh failed").
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=proj --rdzv_conf="is_host=$IS_HOST" --max_restarts=3 train.py "$@"

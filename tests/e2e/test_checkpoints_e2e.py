@@ -1,0 +1,153 @@
+"""Checkpoints genie's code writes (ddp and dp: Lightning and the HF Trainer write their own):
+a process killed while saving leaves the previous checkpoint loadable, and a resume from a
+checkpoint of another model stops with one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+GOLDEN = ROOT / "tests" / "golden"
+# genie writes the checkpoints itself in these (checkpoint.py); distributed and not
+WRITERS = ["cpu-default", "dp-custom"]
+
+SAVE = """
+import sys, time
+from pathlib import Path
+import torch
+import checkpoint
+
+path, value, stall = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "stall"
+state = {"model": {"w": torch.full((4,), value)}, "epoch": 0, "step": 1, "best": 0.0}
+if stall:  # write part of the file, then stop: the test kills us here
+    def partial(obj, f):
+        f.write(b"PK-half-written")
+        f.flush()
+        print("SAVING", flush=True)
+        time.sleep(120)
+    torch.save = partial
+checkpoint.save_checkpoints(path.parent, state, improved=True, keep=2)
+print("SAVED", flush=True)
+"""
+
+
+def save(project: Path, directory: Path, value: float, stall: bool) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", SAVE, str(directory / "last.pt"), str(value),
+         "stall" if stall else "ok"],
+        cwd=project, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(project)},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", WRITERS)
+def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_loadable(variant, tmp_path):
+    import torch
+
+    project = GOLDEN / variant
+    ck = tmp_path / "ck"
+    first = save(project, ck, 1.0, stall=False)
+    assert first.communicate(timeout=120)[0].strip() == "SAVED"
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    dying = save(project, ck, 2.0, stall=True)
+    assert dying.stdout is not None and dying.stdout.readline().strip() == "SAVING"
+    dying.send_signal(signal.SIGKILL)
+    dying.wait()
+    for name in ("last.pt", "best.pt"):
+        assert (ck / name).read_bytes() == before[name], name
+        state = torch.load(ck / name, map_location="cpu", weights_only=True)
+        assert torch.equal(state["model"]["w"], torch.full((4,), 1.0))
+    # the half-written temp file never replaced anything, and the next save goes through
+    again = save(project, ck, 3.0, stall=False)
+    assert again.communicate(timeout=120)[0].strip() == "SAVED"
+    state = torch.load(ck / "last.pt", map_location="cpu", weights_only=True)
+    assert torch.equal(state["model"]["w"], torch.full((4,), 3.0))
+    assert not list(ck.glob("*.tmp"))
+
+
+FITS = """
+import sys
+from pathlib import Path
+import torch
+from torch import nn
+import checkpoint
+
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+cases = {
+    "fits": {"model": model.state_dict()},
+    "size": {"model": nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)).state_dict()},
+    "task": {"model": {"encoder.weight": torch.zeros(2)}},
+    "foreign": {"state_dict": {}},
+}
+try:
+    checkpoint.check_fits(model, cases[sys.argv[1]], Path("ck/last.pt"))
+except SystemExit as stop:
+    print("STOP", stop.code)
+else:
+    print("OK")
+"""
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("fits", "OK"),
+        ("size", "STOP --resume: ck/last.pt does not fit this model: 0.weight is [32, 8] there, "
+                 "[16, 8] here; it was written for another model size, task or framework"),
+        ("task", "STOP --resume: ck/last.pt does not fit this model: it lacks 0.bias"),
+        ("foreign", "STOP --resume: ck/last.pt does not fit this model: it is not a checkpoint"),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said):
+    project = GOLDEN / "dp-custom"  # the check is the same code in every variant that has it
+    out = subprocess.run(
+        [sys.executable, "-c", FITS, case], cwd=project, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(project)}, check=True,
+    ).stdout  # fmt: skip
+    assert out.startswith(said) and out.count("\n") == 1, out
+
+
+def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tmp_path):
+    """Real training, then the README's smoke check, then a resume: the real checkpoints stay
+    byte for byte; resuming from the smoke model's checkpoint stops with one line."""
+    from ..conftest import run_genie
+
+    assert run_genie("new", "proj", "--yes", "--no-smoke", cwd=tmp_path).returncode == 0
+    project = tmp_path / "proj"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+
+    def launch(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "launch/single_node.sh", "--num-workers", "0", *args],
+            cwd=project, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    real = launch("--epochs", "1", "--max-steps", "3")
+    assert real.returncode == 0, real.stdout[-3000:] + real.stderr[-3000:]
+    checkpoints = project / "checkpoints"
+    before = {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")}
+    assert {"last.pt", "best.pt"} <= set(before)
+    smoke = launch("--smoke")
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    assert (checkpoints / "smoke" / "last.pt").is_file()
+    assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
+    resumed = launch("--eval-only")  # loads the real last.pt, writes nothing
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    misfit = launch("--resume", "--checkpoint-dir", "checkpoints/smoke")
+    output = misfit.stdout + misfit.stderr
+    assert misfit.returncode != 0
+    said = [line for line in output.splitlines() if "does not fit this model" in line]
+    assert len(said) == 1, output[-3000:]  # once, from rank 0
+    assert "--resume: checkpoints/smoke/last.pt does not fit this model: " in said[0]
+    assert "it lacks net." in said[0]  # the smoke model is smaller: the first missing layer
+    assert "size mismatch" not in output and "[rank0]: Traceback" not in output
+    assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
