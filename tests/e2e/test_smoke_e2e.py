@@ -79,7 +79,10 @@ def test_smoke_fails_when_a_rank_raises(tmp_path):
            '    if dist.get_rank() == 1:\n        raise RuntimeError("injected failure")\n')  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 1
-    assert "smoke test failed: torchrun exited with 1" in result.stderr
+    assert "smoke test failed: rank 1 failed first: RuntimeError: injected failure" in (
+        result.stderr
+    )
+    assert "torchrun exited with 1" in result.stderr
     assert "injected failure" in result.stdout
 
 
