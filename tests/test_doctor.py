@@ -76,7 +76,8 @@ def fake_smi(tmp_path: Path, topo: str = SMI_TOPO, fails: bool = False) -> dict[
             '  topo) cat "$d/topo.txt" ;;\n  *) exit 2 ;;\nesac\n'
         )
     script.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    return {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
 def cpu_env(**extra: str) -> dict[str, str]:

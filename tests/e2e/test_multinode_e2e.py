@@ -38,7 +38,7 @@ def test_two_simulated_nodes_train_through_the_multi_node_script(tmp_path, frame
     assert not (project / "checkpoints").exists()  # each node trained in its own copy
 
 
-def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machine):
+def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machine, monkeypatch):
     """Loopback hides the c10d host-matching failure (is_host): use the real address."""
     address = detect.non_loopback_ip()
     if address is None:
@@ -46,7 +46,8 @@ def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machi
     project = generate(tmp_path, *MULTI, "--rdzv", "c10d")
     spec = build_spec({"name": "proj", "nodes": 2, "master_addr": "node0.example",
                        "gpus_per_node": 0}, cpu_machine)  # fmt: skip
-    os.environ.update(CPU_ENV)
+    for key, value in CPU_ENV.items():  # for this test only: later tests see the real env
+        monkeypatch.setenv(key, value)
     result = smoke_nodes.run(spec, project, cpu_machine, timeout=240, addr=address)
     assert result.passed, result.problems + [result.output[-3000:]]
     assert {n.env["MASTER_ADDR"] for n in result.plan.nodes} == {address}
