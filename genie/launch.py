@@ -34,26 +34,32 @@ def standalone(nproc: int, torchrun: Sequence[str] = ("torchrun",)) -> list[str]
 
 def torchrun_args(
     entrypoint: str,
-    nproc_per_node: int,
-    nodes: int = 1,
+    nproc_per_node: int | str,
+    nodes: int | str = 1,
     *,
     master_addr: str | None = None,
-    master_port: int | None = None,
+    master_port: int | str | None = None,
     rdzv: str = "static",
     rdzv_id: str | None = None,
     node_rank: int | str = "$NODE_RANK",
+    is_host: str | None = None,
 ) -> list[str]:
-    """torchrun for any ``entrypoint`` (genie convert's scripts): --standalone on one node; on
-    several, c10d (every node runs the same elastic command) or static (each node passes its
-    own rank). A generated project's multi-node line is :func:`multi_node_args`."""
-    if nodes <= 1:
-        return [*standalone(nproc_per_node), entrypoint]
+    """torchrun for ``entrypoint``: --standalone on one node; on several, c10d (every node
+    runs the same elastic command) or static (each node passes its own rank). Counts and
+    addresses may be shell variables (``$NNODES``) that a launch script sets."""
+    if nodes == 1:
+        return [*standalone(int(nproc_per_node)), entrypoint]
     args = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}"]
     if rdzv == "c10d":
+        # c10d assigns node ranks and, with max_restarts, re-forms the group when a worker dies
+        # (train.py resumes from the last checkpoint). Node 0 hosts the rendezvous store:
+        # torch's guess (the endpoint matches this machine's hostname) fails where the
+        # hostname maps to 127.0.1.1 or the address is on another interface, so is_host says it.
         args += [
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint={master_addr}:{master_port}",
             f"--rdzv_id={rdzv_id}",
+            *([f"--rdzv_conf=is_host={is_host}"] if is_host is not None else []),
             f"--max_restarts={ELASTIC_MAX_RESTARTS}",
         ]
     else:
@@ -96,26 +102,17 @@ def multi_node_args(spec: Spec, node_rank: int | None = None) -> list[str]:
         rank, is_host = NODE_RANK_VAR, "$IS_HOST"
     else:
         v, rank, is_host = script_vars(spec), str(node_rank), str(int(node_rank == 0))
-    args = ["torchrun", f"--nnodes={v['NNODES']}", f"--nproc_per_node={v['NPROC_PER_NODE']}"]
-    if spec.rdzv == "c10d":
-        # c10d assigns node ranks and, with max_restarts, re-forms the group when a worker dies
-        # (train.py resumes from the last checkpoint). Node 0 hosts the rendezvous store:
-        # torch's guess (the endpoint matches this machine's hostname) fails where the
-        # hostname maps to 127.0.1.1 or the address is on another interface, so is_host says it.
-        args += [
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={v['MASTER_ADDR']}:{v['MASTER_PORT']}",
-            f"--rdzv_id={spec.name}",
-            f"--rdzv_conf=is_host={is_host}",
-            f"--max_restarts={ELASTIC_MAX_RESTARTS}",
-        ]
-    else:
-        args += [
-            f"--node_rank={rank}",
-            f"--master_addr={v['MASTER_ADDR']}",
-            f"--master_port={v['MASTER_PORT']}",
-        ]
-    return [*args, ENTRYPOINT]
+    return torchrun_args(
+        ENTRYPOINT,
+        v["NPROC_PER_NODE"],
+        v["NNODES"],
+        master_addr=v["MASTER_ADDR"],
+        master_port=v["MASTER_PORT"],
+        rdzv=spec.rdzv or "static",
+        rdzv_id=spec.name,
+        node_rank=rank,
+        is_host=is_host,
+    )
 
 
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:/=$-]*$")
