@@ -1,6 +1,6 @@
 """Checkpoints genie's code writes (ddp and dp: Lightning and the HF Trainer write their own):
-a process killed while saving leaves the previous checkpoint loadable, and a resume from a
-checkpoint of another model stops with one line."""
+a process killed while saving leaves the previous checkpoint loadable; and a resume from a
+checkpoint of another model stops with one line, in every framework and under FSDP."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT
+from .conftest import elastic_group
+from .test_smoke_e2e import generate
 
 pytestmark = pytest.mark.e2e
 GOLDEN = ROOT / "tests" / "golden"
@@ -87,8 +89,9 @@ cases = {
     "task": {"model": {"encoder.weight": torch.zeros(2)}},
     "foreign": {"state_dict": {}},
 }
+own, theirs = checkpoint.shapes(model.state_dict()), cases[sys.argv[1]].get("model")
 try:
-    checkpoint.check_fits(model, cases[sys.argv[1]], Path("ck/last.pt"))
+    checkpoint.stop_if_misfit(Path("ck/last.pt"), checkpoint.misfit(own, checkpoint.shapes(theirs)))
 except SystemExit as stop:
     print("STOP", stop.code)
 else:
@@ -151,3 +154,44 @@ def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tm
     assert "it lacks net." in said[0]  # the smoke model is smaller: the first missing layer
     assert "size mismatch" not in output and "[rank0]: Traceback" not in output
     assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
+
+
+def tracebacks_besides_torchrun(output: str) -> int:
+    """Tracebacks in ``output`` other than torchrun's own ChildFailedError (which it raises
+    whenever a worker fails; its report says when a worker left a traceback too)."""
+    return output.count("Traceback") - output.count("errors.ChildFailedError")
+
+
+@pytest.mark.parametrize(
+    ("variant", "newest"),
+    [
+        pytest.param("lightning", "last.ckpt", marks=elastic_group("lightning")),
+        pytest.param("hf", "checkpoint-21", marks=elastic_group("hf")),
+        pytest.param("fsdp", "last.pt", marks=elastic_group("ddp")),
+    ],
+)
+def test_resuming_the_checkpoints_of_another_model_size_stops_with_one_line(
+    elastic_runs, tmp_path, variant, newest
+):
+    """The full-size model resumed from the --smoke model's checkpoints (the elastic test's
+    uninterrupted run): Lightning, the HF Trainer and FSDP stop before loading anything,
+    with one line from rank 0 and no traceback from any worker."""
+    run = elastic_runs("ddp" if variant == "fsdp" else variant)
+    if variant == "fsdp":  # FSDP reads the full state dict DDP writes: same format
+        project, checkpoints = generate(tmp_path, "--strategy", "fsdp"), run.project / "straight"
+    else:
+        project, checkpoints = run.project, Path("straight")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "train.py", "--num-workers", "0", "--resume", "--checkpoint-dir", str(checkpoints)],
+        cwd=project, env=run.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode != 0
+    said = [line for line in output.splitlines() if "does not fit this model" in line]
+    assert len(said) == 1, output[-3000:]  # once, from rank 0
+    # the smoke model has one hidden layer less: the first missing weight is named
+    assert said[0].startswith(f"--resume: {checkpoints / newest} does not fit this model: ")
+    assert "it lacks " in said[0] and "another model size, task or framework" in said[0]
+    assert tracebacks_besides_torchrun(output) == 0, output[-5000:]
+    assert "size mismatch" not in output

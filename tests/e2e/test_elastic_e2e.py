@@ -1,72 +1,79 @@
 """Elastic recovery on two simulated nodes (two torchrun agents on this host, c10d,
 --max_restarts from launch/multi_node.sh): a worker on node 1 is killed mid-epoch, torchrun
 restarts the group, training resumes from the last checkpoint and ends with exactly the
-weights of an uninterrupted run."""
+weights of an uninterrupted run. ddp, Lightning and the HF Trainer each resume from their
+own end-of-epoch checkpoint and replay the interrupted epoch from its start."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from ..conftest import run_genie
+from .conftest import elastic_group
+from .test_smoke_e2e import report_of
 
 pytestmark = pytest.mark.e2e
-CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
-EPOCHS = ("--epochs", "3")  # 7 optimizer steps an epoch with --smoke on 2 ranks
+# What each framework logs when the restarted group resumes from the epoch-0 checkpoint.
+RESUMED = {
+    "ddp": "resumed from interrupted/last.pt at epoch 1, step 7",
+    "lightning": "resuming from interrupted/last.ckpt",
+    "hf": "resuming from interrupted/checkpoint-7",
+}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(tmp_path):
+def final_state(project: Path, framework: str, folder: str) -> tuple[int, dict, list]:
+    """(optimizer steps, model weights, every rank's torch RNG state) of the last
+    checkpoint a run in ``folder`` wrote."""
     import torch
 
-    host = socket.gethostname()
-    result = run_genie(
-        "new", "proj", "--yes", "--no-smoke", "--nodes", "2", "--nproc-per-node", "1",
-        "--gpus-per-node", "0", "--master-addr", host, "--master-port", str(free_port()),
-        "--rdzv", "c10d", cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    project = tmp_path / "proj"
-    env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    # Both nodes share the checkpoint directory, as on a shared filesystem.
-    train = ["--smoke", *EPOCHS, "--checkpoint-dir", "interrupted"]
-    marker = tmp_path / "fault-fired"
-    faulty = {**env, "GENIE_FAULT": "kill:1:10", "GENIE_FAULT_MARKER": str(marker)}
-    nodes = [
-        subprocess.Popen(
-            ["bash", "launch/multi_node.sh", str(rank), *train],
-            cwd=project, env=faulty if rank == 1 else env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
-    outputs = [node.communicate(timeout=400)[0] for node in nodes]
-    log = "\n".join(outputs)
-    assert [n.returncode for n in nodes] == [0, 0], log[-5000:]
-    assert marker.exists(), "the fault never fired: node 1 did not hold rank 1"
-    assert "GENIE_FAULT kill on rank 1 at step 10" in log  # mid-epoch: steps 8-14
-    assert "resumed from interrupted/last.pt at epoch 1, step 7" in log
+    if framework in ("ddp", "lightning"):
+        name, step, model = {
+            "ddp": ("last.pt", "step", "model"),
+            "lightning": ("last.ckpt", "global_step", "state_dict"),
+        }[framework]
+        state = torch.load(project / folder / name, map_location="cpu", weights_only=True)
+        return state[step], state[model], [rank["torch"] for rank in state["rng"]]
+    from safetensors.torch import load_file
+    from transformers.trainer_utils import get_last_checkpoint
 
-    straight = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", "--smoke", *EPOCHS, "--checkpoint-dir", "straight"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+    newest = Path(get_last_checkpoint(str(project / folder)))
+    rng = [torch.load(newest / f"rng_state_{rank}.pth", weights_only=False)["cpu"]
+           for rank in (0, 1)]  # fmt: skip
+    return int(newest.name.split("-")[1]), load_file(str(newest / "model.safetensors")), rng
+
+
+@pytest.mark.parametrize(
+    "framework", [pytest.param(f, marks=elastic_group(f)) for f in ("ddp", "lightning", "hf")]
+)
+def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
+    elastic_runs, framework
+):
+    import torch
+
+    run = elastic_runs(framework)
+    log = "\n".join(node.stdout for node in run.nodes)
+    assert [n.returncode for n in run.nodes] == [0, 0], log[-5000:]
+    assert run.marker.exists(), "the fault never fired: node 1 did not hold rank 1"
+    assert "GENIE_FAULT kill on rank 1 at step 10" in log  # mid-epoch: steps 8-14
+    assert RESUMED[framework] in log, log[-5000:]
+    if framework == "lightning":  # Lightning's own word that it restored the loop
+        assert "Restoring states from the checkpoint path at interrupted/last.ckpt" in log
+    # the restarted run's own smoke report: its checkpoints hold the weights it ended with
+    # (Lightning's last.ckpt too, also when the last epoch is not among the best)
+    resumed = report_of(run.nodes[0].stdout)
+    assert resumed["checkpoint_loads"] is True and resumed["steps"] == 21
+    straight = run.straight
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr
-    a = torch.load(project / "straight" / "last.pt", map_location="cpu", weights_only=True)
-    b = torch.load(project / "interrupted" / "last.pt", map_location="cpu", weights_only=True)
-    assert a["step"] == b["step"] == 21
-    for name, tensor in a["model"].items():  # bit-identical on CPU
-        assert torch.equal(tensor, b["model"][name]), name
-    for rank_a, rank_b in zip(a["rng"], b["rng"]):
-        assert torch.equal(rank_a["torch"], rank_b["torch"])
+    # The restarted run's first step was step 8, not step 1 (a run started afresh would
+    # end with the same weights too).
+    assert resumed["first_loss"] != report_of(straight.stdout)["first_loss"]
+    steps_a, a, rng_a = final_state(run.project, framework, "straight")
+    steps_b, b, rng_b = final_state(run.project, framework, "interrupted")
+    assert steps_a == steps_b == 21  # the last checkpoint is the end of training
+    assert a.keys() == b.keys()
+    for name, tensor in a.items():  # bit-identical on CPU
+        assert torch.equal(tensor, b[name]), name
+    assert len(rng_a) == len(rng_b) == 2
+    for rank_a, rank_b in zip(rng_a, rng_b):  # every rank's RNG too
+        assert torch.equal(rank_a, rank_b)

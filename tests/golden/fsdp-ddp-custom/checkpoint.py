@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
+    get_model_state_dict,
     get_state_dict,
     set_model_state_dict,
     set_optimizer_state_dict,
@@ -88,6 +90,44 @@ def load_state(path: Path) -> dict:
     )  # tensors and plain data
 
 
+def shapes(weights) -> dict[str, list[int]] | None:
+    """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
+    if not isinstance(weights, dict):
+        return None
+    return {name: list(t.shape) for name, t in weights.items() if hasattr(t, "shape")}
+
+
+def misfit(own: dict, theirs: dict | None) -> str | None:
+    """What keeps a checkpoint's weights (``theirs``) from loading into a model shaped
+    ``own`` (both name -> shape, see shapes()); None when they fit."""
+    if not theirs:
+        return "it is not a checkpoint of this project (no model weights in it)"
+    if own.keys() != theirs.keys():
+        missing = sorted(own.keys() - theirs.keys())
+        if missing:
+            return f"it lacks {missing[0]}"
+        return f"it has {sorted(theirs.keys() - own.keys())[0]}, unknown here"
+    for name, shape in own.items():
+        if theirs[name] != shape:
+            return f"{name} is {theirs[name]} there, {shape} here"
+    return None
+
+
+def stop_if_misfit(path: Path | str, problem: str | None) -> None:
+    """Stop a resume from ``path`` with one line when it was written for another model
+    (another size, task or framework), before loading it fails with a traceback."""
+    if problem is None:
+        return
+    message = (
+        f"--resume: {path} does not fit this model: {problem}; it was written for "
+        "another model size, task or framework (use another --checkpoint-dir, or "
+        "start afresh)"
+    )
+    if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
+        print(message, file=sys.stderr, flush=True)  # another rank has exited
+    raise SystemExit(1)
+
+
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
     """What a checkpoint holds; every rank calls it (it gathers)."""
     # Gathered whole onto rank 0's CPU (a collective), keyed by parameter name: it loads
@@ -113,12 +153,16 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     Only rank 0 writes checkpoints, so on clusters without a shared filesystem the other
     nodes do not have the file: rank 0 reads it and sends it to every rank.
     """
+    own = shapes(get_model_state_dict(model))  # whole shapes of the local shards
     state = load_state(path) if dist.get_rank() == 0 and path.exists() else None
     small = None if state is None else {k: state[k] for k in state if k not in LARGE}
+    if small is not None:  # only rank 0 has the weights to check
+        small["misfit"] = misfit(own, shapes(state.get("model")))
     header = [small]
     dist.broadcast_object_list(header, src=0)  # position, scaler, scheduler, RNG
     if header[0] is None:
         return None
+    stop_if_misfit(path, header[0]["misfit"])
     # The weights and optimizer moments travel as tensors from rank 0, which alone holds
     # the full state; each rank keeps its shard (no rank unpickles the whole model).
     # (Two calls: set_state_dict treats an empty model state on ranks 1.. as

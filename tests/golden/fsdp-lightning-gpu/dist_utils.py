@@ -179,4 +179,44 @@ def shared_checkpoint(found: Path | None, required: bool) -> Path | None:
             f"{path} exists on rank 0 but not on every node: put --checkpoint-dir on a "
             "filesystem all nodes share to resume"
         )
+    if dist.get_rank() == 0:
+        logging.getLogger("train").info("resuming from %s", path)
     return path
+
+
+def shapes(weights) -> dict[str, list[int]] | None:
+    """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
+    if not isinstance(weights, dict):
+        return None
+    return {name: list(t.shape) for name, t in weights.items() if hasattr(t, "shape")}
+
+
+def misfit(own: dict, theirs: dict | None) -> str | None:
+    """What keeps a checkpoint's weights (``theirs``) from loading into a model shaped
+    ``own`` (both name -> shape, see shapes()); None when they fit."""
+    if not theirs:
+        return "it is not a checkpoint of this project (no model weights in it)"
+    if own.keys() != theirs.keys():
+        missing = sorted(own.keys() - theirs.keys())
+        if missing:
+            return f"it lacks {missing[0]}"
+        return f"it has {sorted(theirs.keys() - own.keys())[0]}, unknown here"
+    for name, shape in own.items():
+        if theirs[name] != shape:
+            return f"{name} is {theirs[name]} there, {shape} here"
+    return None
+
+
+def stop_if_misfit(path: Path | str, problem: str | None) -> None:
+    """Stop a resume from ``path`` with one line when it was written for another model
+    (another size, task or framework), before loading it fails with a traceback."""
+    if problem is None:
+        return
+    message = (
+        f"--resume: {path} does not fit this model: {problem}; it was written for "
+        "another model size, task or framework (use another --checkpoint-dir, or "
+        "start afresh)"
+    )
+    if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
+        print(message, file=sys.stderr, flush=True)  # another rank has exited
+    raise SystemExit(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -80,33 +81,42 @@ def load_state(path: Path) -> dict:
     )  # tensors and plain data
 
 
-def check_fits(model, state, path: Path) -> None:
-    """Stop with one line when ``path`` was written for another model (another size,
-    task or framework): a resume must not die in load_state_dict with a traceback."""
-    own = model.state_dict()
-    theirs = state.get("model") if isinstance(state, dict) else None
-    if not isinstance(theirs, dict):
-        problem = "it is not a checkpoint of this project (no model weights in it)"
-    elif own.keys() != theirs.keys():
+def shapes(weights) -> dict[str, list[int]] | None:
+    """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
+    if not isinstance(weights, dict):
+        return None
+    return {name: list(t.shape) for name, t in weights.items() if hasattr(t, "shape")}
+
+
+def misfit(own: dict, theirs: dict | None) -> str | None:
+    """What keeps a checkpoint's weights (``theirs``) from loading into a model shaped
+    ``own`` (both name -> shape, see shapes()); None when they fit."""
+    if not theirs:
+        return "it is not a checkpoint of this project (no model weights in it)"
+    if own.keys() != theirs.keys():
         missing = sorted(own.keys() - theirs.keys())
-        extra = sorted(theirs.keys() - own.keys())
-        problem = (
-            f"it lacks {missing[0]}" if missing else f"it has {extra[0]}, unknown here"
-        )
-    else:
-        shapes = [k for k in own if tuple(own[k].shape) != tuple(theirs[k].shape)]
-        if not shapes:
-            return
-        name = shapes[0]
-        problem = (
-            f"{name} is {list(theirs[name].shape)} there, {list(own[name].shape)} here"
-        )
+        if missing:
+            return f"it lacks {missing[0]}"
+        return f"it has {sorted(theirs.keys() - own.keys())[0]}, unknown here"
+    for name, shape in own.items():
+        if theirs[name] != shape:
+            return f"{name} is {theirs[name]} there, {shape} here"
+    return None
+
+
+def stop_if_misfit(path: Path | str, problem: str | None) -> None:
+    """Stop a resume from ``path`` with one line when it was written for another model
+    (another size, task or framework), before loading it fails with a traceback."""
+    if problem is None:
+        return
     message = (
         f"--resume: {path} does not fit this model: {problem}; it was written for "
         "another model size, task or framework (use another --checkpoint-dir, or "
         "start afresh)"
     )
-    raise SystemExit(message if dist.get_rank() == 0 else 1)  # one line, from rank 0
+    if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
+        print(message, file=sys.stderr, flush=True)  # another rank has exited
+    raise SystemExit(1)
 
 
 def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
@@ -133,7 +143,7 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     state = payload[0]
     if state is None:
         return None
-    check_fits(model, state, path)
+    stop_if_misfit(path, misfit(shapes(model.state_dict()), shapes(state.get("model"))))
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])

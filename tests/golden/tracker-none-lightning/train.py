@@ -78,6 +78,7 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.args = args
         self.net: nn.Module | None = None
+        self.shapes: dict[str, list[int]] = {}  # the net's, which checkpoints must fit
         self.first_loss: torch.Tensor | None = (
             None  # first and latest loss, for --smoke
         )
@@ -89,6 +90,8 @@ class Classifier(L.LightningModule):
             self.net = build_model(self.args, self.trainer.datamodule.num_classes)
             # The same weights on every rank; then distinct dropout on each.
             dist_utils.seed_all(self.args.seed + self.global_rank)
+            # What a checkpoint must hold, before any strategy wraps or shards the net.
+            self.shapes = dist_utils.shapes(self.state_dict())
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 
@@ -97,10 +100,14 @@ class Classifier(L.LightningModule):
         checkpoint["rng"] = dist_utils.all_rng_states()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if (
-            len(checkpoint.get("rng", ())) == self.trainer.world_size
-        ):  # else fresh seeds
-            dist_utils.set_rng_state(checkpoint["rng"][self.global_rank])
+        # Before Lightning loads the weights: a checkpoint of another model stops here
+        # with one line, not with a size-mismatch traceback from every rank.
+        theirs = dist_utils.shapes(checkpoint.get("state_dict"))
+        problem = dist_utils.misfit(self.shapes, theirs)
+        dist_utils.stop_if_misfit(self.trainer.ckpt_path, problem)
+        rng = checkpoint.get("rng", ())
+        if len(rng) == self.trainer.world_size:  # else: another world size, fresh seeds
+            dist_utils.set_rng_state(rng[self.global_rank])
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         labels = batch.pop("labels")
@@ -165,18 +172,24 @@ class Classifier(L.LightningModule):
 
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     devices, num_nodes = dist_utils.topology()
-    # last.ckpt for resuming; the --keep best by validation accuracy (at least one).
-    checkpoints = ModelCheckpoint(
+    # The --keep best by validation accuracy (at least one), and last.ckpt for resuming
+    # after every validation: a callback of its own, since save_last=True rewrites it
+    # only when a best checkpoint was saved (a final epoch that is not among the best
+    # would leave last.ckpt an epoch behind).
+    best = ModelCheckpoint(
         dirpath=args.checkpoint_dir,
         filename="best-{epoch:04d}",
         monitor="val/accuracy",
         mode="max",
         save_top_k=max(1, args.keep),
-        save_last=True,
+    )
+    last = ModelCheckpoint(
+        dirpath=args.checkpoint_dir, filename="last", enable_version_counter=False
     )
     global_batch = args.batch_size * devices * num_nodes * args.grad_accum
     logger = make_logger(args)
-    callbacks = [checkpoints, Throughput(args.log_every, global_batch)]
+    # best first: trainer.checkpoint_callback is the first ModelCheckpoint
+    callbacks = [best, last, Throughput(args.log_every, global_batch)]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     timeout = datetime.timedelta(minutes=args.dist_timeout)

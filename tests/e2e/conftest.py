@@ -1,0 +1,91 @@
+"""Expensive runs several e2e tests share: each is made once per session (per xdist
+worker; tests that share one carry its xdist_group, so that it is made once in all)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ..conftest import run_genie
+
+CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+ELASTIC_EPOCHS = ("--epochs", "3")  # 7 optimizer steps an epoch with --smoke on 2 ranks
+
+
+def elastic_group(framework: str) -> pytest.MarkDecorator:
+    """The xdist group of the tests that share ``elastic_runs(framework)``."""
+    return pytest.mark.xdist_group(f"elastic-{framework}")
+
+
+@dataclass(frozen=True)
+class ElasticRun:
+    """A 2-node project trained twice with --smoke: in ``interrupted`` a worker of node 1
+    was killed mid-epoch and torchrun restarted the group; in ``straight``, no fault."""
+
+    framework: str
+    project: Path
+    env: dict[str, str]
+    marker: Path  # the fault's marker file: it exists once the fault fired
+    nodes: list[subprocess.CompletedProcess]  # node 0's, node 1's (output in stdout)
+    straight: subprocess.CompletedProcess
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _elastic_run(root: Path, framework: str) -> ElasticRun:
+    host = socket.gethostname()
+    result = run_genie(
+        "new", "proj", "--yes", "--no-smoke", "--framework", framework, "--nodes", "2",
+        "--nproc-per-node", "1", "--gpus-per-node", "0", "--master-addr", host,
+        "--master-port", str(_free_port()), "--rdzv", "c10d", cwd=root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    project = root / "proj"
+    env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # Both nodes share the checkpoint directory, as on a shared filesystem.
+    train = ["--smoke", *ELASTIC_EPOCHS, "--checkpoint-dir", "interrupted"]
+    marker = root / "fault-fired"
+    faulty = {**env, "GENIE_FAULT": "kill:1:10", "GENIE_FAULT_MARKER": str(marker)}
+    nodes = [
+        subprocess.Popen(
+            ["bash", "launch/multi_node.sh", str(rank), *train],
+            cwd=project, env=faulty if rank == 1 else env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=400)[0] for node in nodes]
+    straight = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "train.py", "--smoke", *ELASTIC_EPOCHS, "--checkpoint-dir", "straight"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    return ElasticRun(
+        framework, project, env, marker,
+        [subprocess.CompletedProcess(n.args, n.returncode, out) for n, out in zip(nodes, outputs)],
+        straight,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def elastic_runs(tmp_path_factory) -> Callable[[str], ElasticRun]:
+    """elastic_runs(framework): that framework's ElasticRun, made on first use."""
+    made: dict[str, ElasticRun] = {}
+
+    def get(framework: str) -> ElasticRun:
+        if framework not in made:
+            made[framework] = _elastic_run(tmp_path_factory.mktemp(framework), framework)
+        return made[framework]
+
+    return get
