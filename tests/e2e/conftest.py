@@ -16,7 +16,9 @@ import pytest
 from ..conftest import run_genie
 
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
-ELASTIC_EPOCHS = ("--epochs", "3")  # 7 optimizer steps an epoch with --smoke on 2 ranks
+# 7 optimizer steps an epoch with --smoke on 2 ranks; validation every 3 steps, so the HF
+# Trainer checkpoints mid-epoch too (ddp and Lightning keep resuming from epoch ends).
+ELASTIC_TRAINING = ("--epochs", "3", "--eval-every", "3")
 
 
 def elastic_group(framework: str) -> pytest.MarkDecorator:
@@ -54,7 +56,7 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     project = root / "proj"
     env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     # Both nodes share the checkpoint directory, as on a shared filesystem.
-    train = ["--smoke", *ELASTIC_EPOCHS, "--checkpoint-dir", "interrupted"]
+    train = ["--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "interrupted"]
     marker = root / "fault-fired"
     faulty = {**env, "GENIE_FAULT": "kill:1:10", "GENIE_FAULT_MARKER": str(marker)}
     nodes = [
@@ -68,7 +70,7 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     outputs = [node.communicate(timeout=400)[0] for node in nodes]
     straight = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", "--smoke", *ELASTIC_EPOCHS, "--checkpoint-dir", "straight"],
+         "train.py", "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "straight"],
         cwd=project, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     return ElasticRun(

@@ -1,8 +1,9 @@
 """Elastic recovery on two simulated nodes (two torchrun agents on this host, c10d,
 --max_restarts from launch/multi_node.sh): a worker on node 1 is killed mid-epoch, torchrun
 restarts the group, training resumes from the last checkpoint and ends with exactly the
-weights of an uninterrupted run. ddp, Lightning and the HF Trainer each resume from their
-own end-of-epoch checkpoint and replay the interrupted epoch from its start."""
+weights of an uninterrupted run. ddp and Lightning resume from their end-of-epoch
+checkpoint and replay the interrupted epoch from its start; the HF Trainer resumes from its
+mid-epoch checkpoint (--eval-every 3: step 9) and skips the batches it already trained."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.e2e
 RESUMED = {
     "ddp": "resumed from interrupted/last.pt at epoch 1, step 7",
     "lightning": "resuming from interrupted/last.ckpt",
-    "hf": "resuming from interrupted/checkpoint-7",
+    "hf": "resuming from interrupted/checkpoint-9",
 }
 
 
@@ -59,13 +60,15 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     assert RESUMED[framework] in log, log[-5000:]
     if framework == "lightning":  # Lightning's own word that it restored the loop
         assert "Restoring states from the checkpoint path at interrupted/last.ckpt" in log
+        # last.ckpt is an epoch end although validation ran mid-epoch (--eval-every)
+        assert "resuming from a checkpoint that ended before the epoch ended" not in log
     # the restarted run's own smoke report: its checkpoints hold the weights it ended with
     # (Lightning's last.ckpt too, also when the last epoch is not among the best)
     resumed = report_of(run.nodes[0].stdout)
     assert resumed["checkpoint_loads"] is True and resumed["steps"] == 21
     straight = run.straight
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr
-    # The restarted run's first step was step 8, not step 1 (a run started afresh would
+    # The restarted run's first step was step 8 (HF: 10), not step 1 (a run started afresh would
     # end with the same weights too).
     assert resumed["first_loss"] != report_of(straight.stdout)["first_loss"]
     steps_a, a, rng_a = final_state(run.project, framework, "straight")

@@ -172,10 +172,11 @@ class Classifier(L.LightningModule):
 
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     devices, num_nodes = dist_utils.topology()
-    # The --keep best by validation accuracy (at least one), and last.ckpt for resuming
-    # after every validation: a callback of its own, since save_last=True rewrites it
-    # only when a best checkpoint was saved (a final epoch that is not among the best
-    # would leave last.ckpt an epoch behind).
+    # The --keep best by validation accuracy (at least one), and last.ckpt for resuming,
+    # by a callback of its own at the end of every epoch: save_last=True rewrites it
+    # only when a best checkpoint was saved (it fell an epoch behind), and after an
+    # --eval-every validation it would be mid-epoch, which Lightning cannot resume
+    # exactly (it restarts the epoch's data loader).
     best = ModelCheckpoint(
         dirpath=args.checkpoint_dir,
         filename="best-{epoch:04d}",
@@ -184,7 +185,10 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         save_top_k=max(1, args.keep),
     )
     last = ModelCheckpoint(
-        dirpath=args.checkpoint_dir, filename="last", enable_version_counter=False
+        dirpath=args.checkpoint_dir,
+        filename="last",
+        save_on_train_epoch_end=True,
+        enable_version_counter=False,
     )
     global_batch = args.batch_size * devices * num_nodes * args.grad_accum
     logger = make_logger(args)
