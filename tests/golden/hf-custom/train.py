@@ -208,10 +208,8 @@ def train(args: argparse.Namespace) -> None:
             else None
         )
         resume = dist_utils.shared_checkpoint(found, args.resume)
-    if resume:  # the Trainer would load the weights of another model non-strictly
-        own = dist_utils.shapes(trainer.model.state_dict())
-        problem = dist_utils.misfit(own, dist_utils.saved_shapes(resume))
-        dist_utils.stop_if_misfit(resume, problem)
+    if resume:  # the Trainer would load another model's weights non-strictly
+        dist_utils.check_fits(trainer.model, resume)
     if args.smoke:
         import smoke_check
 

@@ -191,14 +191,14 @@ def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     raise SystemExit(1)
 
 
-def saved_shapes(folder: Path) -> dict[str, list[int]] | None:
-    """Name -> shape of the weights in the Trainer's checkpoint ``folder``, read from
-    the safetensors header alone (no tensor is loaded)."""
-    weights = folder / "model.safetensors"
-    if not weights.is_file():
-        return None
-    with safe_open(str(weights), framework="pt") as f:
-        return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+def check_fits(model: torch.nn.Module, folder: Path) -> None:
+    """stop_if_misfit() for the Trainer's checkpoint ``folder``, read from the
+    safetensors header alone (no tensor is loaded)."""
+    weights, theirs = folder / "model.safetensors", None
+    if weights.is_file():
+        with safe_open(str(weights), framework="pt") as f:
+            theirs = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+    stop_if_misfit(folder, misfit(shapes(model.state_dict()), theirs))
 
 
 def shared_dir(folder: Path) -> bool:
