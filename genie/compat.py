@@ -169,6 +169,10 @@ def library_features(torch: str, python: str) -> dict[str, bool]:
     return gates
 
 
+# Every train.py imports tqdm: the plain loops draw their bar with it, and every
+# framework's log lines go above its bar through tqdm.write (logging_redirect_tqdm).
+PROGRESS_PACKAGE = ("tqdm", "tqdm>=4.64")
+
 # Experiment trackers: the package (and its import name) a generated project needs, with
 # the oldest release whose API it uses. Only the chosen one goes into requirements.txt.
 TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
@@ -181,9 +185,7 @@ TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
 
 def packages(framework: str, task: str, tracker: str = "none") -> tuple[str, ...]:
     """Import names a project needs besides torch (what the smoke test checks first)."""
-    names = [*FRAMEWORKS[framework].packages, *TASKS[task].packages]
-    if FRAMEWORKS[framework].progress_package:
-        names.append("tqdm")
+    names = [*FRAMEWORKS[framework].packages, *TASKS[task].packages, PROGRESS_PACKAGE[0]]
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         names.append(chosen[0])
@@ -220,9 +222,7 @@ def requirements(
         line, cap = library_line(package, minor, python)
         upper = f"<{format_minor(cap)}" if cap else f"<{line.version[0] + 1}"
         lines.append(f"{package}>={format_minor(line.version)},{upper}")
-    progress = FRAMEWORKS[framework].progress_package  # the plain loops draw theirs with tqdm
-    if progress:
-        lines.append(progress)
+    lines.append(PROGRESS_PACKAGE[1])
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         lines.append(chosen[1])

@@ -24,7 +24,6 @@ class Framework:
     torchrun: bool = True  # False: one plain Python process
     multi_node: bool = True  # False: one node only
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
-    progress_package: str | None = None  # requirement line for its progress bar
     warning: str | None = None  # printed when it is chosen
 
     @property
@@ -60,7 +59,6 @@ FRAMEWORKS: dict[str, Framework] = {
             "DDP",
             (),
             ("dist_utils.py", *_LOOP_MODULES),
-            progress_package="tqdm>=4.64",
         ),
         Framework(
             "lightning",
@@ -101,7 +99,6 @@ FRAMEWORKS: dict[str, Framework] = {
             _LOOP_MODULES,
             torchrun=False,
             multi_node=False,
-            progress_package="tqdm>=4.64",
             warning=_(
                 "DataParallel is slower than DDP even on one node (one Python process drives "
                 "every GPU and copies the model to each of them every step); move to "

@@ -123,7 +123,7 @@ def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     spec = build_spec({"name": "p", "framework": "lightning", "task": "cv"}, cpu_machine)
     assert smoke.missing_packages(spec, str(bare / "bin" / "python")) == [
-        "torch", "lightning", "torchvision", "tensorboard",
+        "torch", "lightning", "torchvision", "tqdm", "tensorboard",
     ]  # fmt: skip
 
 

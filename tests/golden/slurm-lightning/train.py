@@ -11,18 +11,25 @@ the topology torchrun (or SLURM) sets up:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import (
+    LearningRateMonitor,
+    ModelCheckpoint,
+    TQDMProgressBar,
+)
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 import data
 import dist_utils
@@ -179,6 +186,11 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     callbacks = [checkpoints, Throughput(args.log_every, global_batch)]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
+    # The bar only on a terminal (in a pipe or a log it is a wall of updates); tqdm's,
+    # not rich's, so that log lines can go above it (see logs_above_the_bar).
+    bar = sys.stderr.isatty()
+    if bar:
+        callbacks.append(TQDMProgressBar())
     timeout = datetime.timedelta(minutes=args.dist_timeout)
     if int(os.environ.get("RANK", "0")) == 0:
         log.info(
@@ -204,8 +216,7 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
-        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
-        enable_progress_bar=sys.stderr.isatty(),
+        enable_progress_bar=bar,
     )
 
 
@@ -224,6 +235,19 @@ def summary_line(args: argparse.Namespace, trainer: L.Trainer) -> str:
     return line
 
 
+@contextlib.contextmanager
+def logs_above_the_bar() -> Iterator[None]:
+    """Log lines and warnings, ours and Lightning's, go above the progress bar
+    (tqdm.write), never glued onto it."""
+    own = [logging.getLogger(f"lightning.{part}") for part in ("pytorch", "fabric")]
+    logging.captureWarnings(True)  # warnings become log records (py.warnings)
+    try:
+        with logging_redirect_tqdm(loggers=[logging.root, *own]):
+            yield
+    finally:
+        logging.captureWarnings(False)
+
+
 def train(args: argparse.Namespace) -> None:
     L.seed_everything(args.seed, workers=True)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
@@ -238,15 +262,17 @@ def train(args: argparse.Namespace) -> None:
         resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
     datamodule = DataModule(args)
     if args.eval_only:
-        trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
+        with logs_above_the_bar():
+            trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
         return
     if args.smoke:
         import smoke_check
 
         smoke_check.arm_fault(module, args.checkpoint_dir)  # GENIE_FAULT, for tests
-    trainer.fit(
-        module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
-    )
+    with logs_above_the_bar():
+        trainer.fit(
+            module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
+        )
     if trainer.is_global_zero:
         log.info(summary_line(args, trainer))
     if args.smoke:
