@@ -108,13 +108,16 @@ def translations(language: str | None = None) -> _gettext.NullTranslations:
 
 def translate_click() -> None:
     """Route click's own messages ("Usage:", "No such option", ...) through genie's catalog
-    of them. click calls the ``gettext`` it imported into each module; genie replaces that
-    name in the modules that print something."""
+    of them, and lay its help out in terminal cells. click calls the ``gettext`` it imported
+    into each module; genie replaces that name in the modules that print something."""
     language = current()
     if language == "en":
         return
     import importlib
 
+    from genie import cjk
+
+    cjk.install()  # click counts characters; a wide one takes two terminal cells
     click_catalog = load(language, CLICK_DOMAIN)
     for name in ("core", "decorators", "exceptions", "formatting", "parser", "types", "termui"):
         module = importlib.import_module(f"click.{name}")

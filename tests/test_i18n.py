@@ -307,3 +307,24 @@ def test_genie_convert_reports_in_chinese_but_writes_the_same_english_script(tmp
     converted = (tmp_path / "zh.py").read_text()
     assert "# genie: TODO: train_loader has its own sampler" in converted  # ... the code is not
     assert converted == (tmp_path / "en.py").read_text()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["new", "--help"], ["doctor", "--help"]])
+def test_chinese_help_fits_80_columns_and_keeps_its_columns(args):
+    from genie.cjk import cells
+
+    result = run_genie("--lang", "zh", *args, COLUMNS="80")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and cjk(result.stdout)
+    assert all(cells(line) <= 80 for line in lines), [x for x in lines if cells(x) > 80]
+    assert not [x for x in lines if x.strip()[:1] in set("，。：；？！）")]  # no line opens so
+    # every option's description starts in one column, whatever the width of its metavar
+    described = [x for x in lines if re.match(r"  -", x) and re.search(r"\S  +\S", x.strip())]
+    starts = {cells(x[: re.match(r"  -.*?\S  +\S", x).end() - 1]) for x in described}
+    assert len(starts) == 1, described
+
+
+def test_cells_counts_wide_characters_twice_and_ansi_not_at_all():
+    from genie.cjk import cells
+
+    assert cells("GPU 数") == 6 and cells("\033[1m节点\033[0m") == 4 and cells("") == 0
