@@ -3,6 +3,7 @@
     python bench/bench.py [--runs 5]
 
 1. ``genie --help`` vs ``python -c pass`` (interpreter start).       target: --help <= 0.15 s
+   ``genie --lang zh --help`` (the Chinese catalogs loaded) vs ``genie --help``: same target.
 2. ``genie new --yes --no-smoke`` vs raw cookiecutter + black on the same template and context.
 3. ``genie smoke`` vs a minimal hand-written DDP script under
    ``torchrun --standalone --nproc_per_node=2``.                     target: smoke <= 1.3x
@@ -77,6 +78,14 @@ def main() -> None:
             start,
             "python -c pass",
             f"target <= 0.15 s: {'ok' if helped <= 0.15 else 'MISSED'}",
+        )
+        chinese = timed([PY, "-m", "genie", "--lang", "zh", "--help"], runs)
+        row(
+            "genie --lang zh --help",
+            chinese,
+            helped,
+            "genie --help (English)",
+            f"target <= 0.15 s: {'ok' if chinese <= 0.15 else 'MISSED'}",
         )
 
         def clean():

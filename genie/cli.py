@@ -11,48 +11,72 @@ import click
 from genie import __version__, contract
 from genie.cli_options import field_options
 from genie.errors import Aborted, GenieError, SmokeFailed
-from genie.i18n import _
+from genie.i18n import LANGUAGES, _, translate_click
 
 TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanation
+translate_click()  # click's own messages in genie's language
+
 DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
 
 
 # Defaults that depend on the machine or on other answers, as --help states them.
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="genie")
-def cli() -> None:
-    """Answer a few questions, get a distributed PyTorch training project that runs."""
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    help=_("Answer a few questions, get a distributed PyTorch training project that runs."),
+)
+@click.version_option(__version__, prog_name="genie", message=_("%(prog)s, version %(version)s"))
+@click.option(
+    "--lang",
+    type=click.Choice(LANGUAGES),
+    help=_("Language of genie's messages [from LANGUAGE, LC_ALL, LC_MESSAGES or LANG; else en]."),
+)
+def cli(lang: str | None) -> None:
+    # --lang was read before any message was translated (genie.i18n): here it is validated
+    # and listed in --help.
+    pass
 
 
-@cli.command()
+@cli.command(
+    help=_(
+        "Generate a distributed training project in DIRECTORY, then smoke-test it.\n\n"
+        "Without --yes, genie asks the essentials (nodes, GPUs, PyTorch, task, framework), "
+        "shows a summary, then offers to generate, change a setting or customize the training "
+        "settings. Cancelling there writes nothing and exits 1; Ctrl-C exits 130.\n\n"
+        "Examples:\n\n"
+        "\b\n"
+        "  genie new ../demo                  # a few questions, then the summary\n"
+        "  genie new ../demo --yes            # no questions: every default\n"
+        "  genie new ../big --yes --nodes 2 --master-addr 10.0.0.5 --gpus-per-node 8"
+    )
+)
 @click.argument("directory", type=click.Path(path_type=Path))
 @field_options
 @click.option(
     "--answers",
     "answers_file",
     type=click.Path(path_type=Path),
-    help="YAML answers file; flags override it.",
+    help=_("YAML answers file; flags override it."),
 )
 @click.option(
-    "--yes", "-y", is_flag=True, help="Ask nothing: take defaults for every missing answer."
+    "--yes", "-y", is_flag=True, help=_("Ask nothing: take defaults for every missing answer.")
 )
 @click.option(
     "--force",
     is_flag=True,
-    help="Write into a non-empty directory (never replaces files genie did not write).",
+    help=_("Write into a non-empty directory (never replaces files genie did not write)."),
 )
 @click.option(
     "--smoke/--no-smoke",
     "run_smoke",
     default=True,
-    help="Smoke-test the project after generating it.",
+    help=_("Smoke-test the project after generating it."),
 )
 @click.option(
     "--smoke-timeout",
     type=click.FloatRange(min=1),
     default=contract.SMOKE_TIMEOUT,
     show_default=True,
-    help="Seconds before the smoke test is killed.",
+    help=_("Seconds before the smoke test is killed."),
 )
 def new(
     directory: Path,
@@ -63,19 +87,6 @@ def new(
     smoke_timeout: float,
     **flags: Any,
 ) -> None:
-    """Generate a distributed training project in DIRECTORY, then smoke-test it.
-
-    Without --yes, genie asks the essentials (nodes, GPUs, PyTorch, task, framework), shows a
-    summary, then offers to generate, change a setting or customize the training settings.
-    Cancelling there writes nothing and exits 1; Ctrl-C exits 130.
-
-    Examples:
-
-    \b
-      genie new ../demo                  # a few questions, then the summary
-      genie new ../demo --yes            # no questions: every default
-      genie new ../big --yes --nodes 2 --master-addr 10.0.0.5 --gpus-per-node 8
-    """
     from genie import answers as answers_mod
     from genie import detect, render, spec, ui
 
@@ -119,20 +130,22 @@ def new(
             ) from None
 
 
-@cli.command()
+@cli.command(
+    help=_("Smoke-test an existing genie project: a few real training steps under torchrun.")
+)
 @click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=contract.SMOKE_TIMEOUT,
     show_default=True,
-    help="Seconds before the run is killed.",
+    help=_("Seconds before the run is killed."),
 )
 @click.option(
     "--python",
     "python",
     type=click.Path(exists=True, dir_okay=False),
-    help="Interpreter with the project's requirements (default: the one running genie).",
+    help=_("Interpreter with the project's requirements (default: the one running genie)."),
 )
 @click.option(
     "--on",
@@ -144,7 +157,6 @@ def new(
            "launch/slurm.sbatch --smoke with sbatch --wait and judge the job's output."),
 )  # fmt: skip
 def smoke(directory: Path, timeout: float, python: str | None, where: str) -> None:
-    """Smoke-test an existing genie project: a few real training steps under torchrun."""
     from genie import detect
 
     project = _load_project(directory)
@@ -200,7 +212,14 @@ def _smoke(
     _report(result, target)
 
 
-@cli.command()
+@cli.command(
+    help=_(
+        "Check this machine for what breaks distributed training, with a fix for each "
+        "problem.\n\n"
+        "Exit status: 0 when no check fails (warnings allowed), 1 when a check fails, 2 on bad "
+        "input."
+    )
+)
 @click.option(
     "--project",
     "project_dir",
@@ -229,11 +248,6 @@ def doctor(
     python: str | None,
     as_json: bool,
 ) -> None:
-    """Check this machine for what breaks distributed training, with a fix for each problem.
-
-    Exit status: 0 when no check fails (warnings allowed), 1 when a check fails, 2 on bad
-    input.
-    """
     from genie import doctor as doctor_mod
     from genie import ui
 
@@ -263,50 +277,52 @@ def _load_project(directory: Path) -> Any:
     return spec.build_spec(answers_mod.load_answers(answers), detect.machine())
 
 
-@cli.command()
+@cli.command(
+    help=_("Turn a single-device training SCRIPT into a DDP script for torchrun, and prove it.")
+)
 @click.argument("script", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
-    "-o", "--output", type=click.Path(path_type=Path), help="Converted script [SCRIPT_ddp.py]."
+    "-o", "--output", type=click.Path(path_type=Path), help=_("Converted script [SCRIPT_ddp.py].")
 )
 @click.option(
-    "--nproc-per-node", type=click.IntRange(min=1), help="Processes per node [GPUs here, or 2]."
+    "--nproc-per-node", type=click.IntRange(min=1), help=_("Processes per node [GPUs here, or 2].")
 )
 @click.option(
     "--nodes",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Nodes to train on (2 or more also writes a multi-node launch script).",
+    help=_("Nodes to train on (2 or more also writes a multi-node launch script)."),
 )
-@click.option("--master-addr", help="Node 0's hostname or IP (several nodes).")
+@click.option("--master-addr", help=_("Node 0's hostname or IP (several nodes)."))
 @click.option(
     "--master-port",
     type=click.IntRange(1, 65535),
     default=29500,
     show_default=True,
-    help="Node 0's rendezvous port (several nodes).",
+    help=_("Node 0's rendezvous port (several nodes)."),
 )
 @click.option(
     "--check/--no-check",
     "run_check",
     default=True,
-    help="Prove it: train on 2 processes under torchrun, parameters in sync at the end.",
+    help=_("Prove it: train on 2 processes under torchrun, parameters in sync at the end."),
 )
-@click.option("--check-args", default="", help='Arguments for the check run, e.g. "--epochs 1".')
+@click.option("--check-args", default="", help=_('Arguments for the check run, e.g. "--epochs 1".'))
 @click.option(
     "--check-dir",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="Where the check runs (relative paths resolve there) [a new temporary directory].",
+    help=_("Where the check runs (relative paths resolve there) [a new temporary directory]."),
 )
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=300.0,
     show_default=True,
-    help="Seconds before the check is killed.",
+    help=_("Seconds before the check is killed."),
 )
-@click.option("--force", is_flag=True, help="Replace existing output files (never SCRIPT).")
-@click.option("--yes", "-y", is_flag=True, help="Write without asking.")
+@click.option("--force", is_flag=True, help=_("Replace existing output files (never SCRIPT)."))
+@click.option("--yes", "-y", is_flag=True, help=_("Write without asking."))
 def convert(
     script: Path,
     output: Path | None,
@@ -321,7 +337,6 @@ def convert(
     force: bool,
     yes: bool,
 ) -> None:
-    """Turn a single-device training SCRIPT into a DDP script for torchrun, and prove it."""
     from genie.convert import command
 
     command.run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from genie.i18n import Translations, _, translations
 from genie.registry import FRAMEWORKS, TASKS
 
 Version = tuple[int, int]
@@ -168,6 +169,10 @@ def library_features(torch: str, python: str) -> dict[str, bool]:
     return gates
 
 
+# Every train.py imports tqdm: the plain loops draw their bar with it, and every
+# framework's log lines go above its bar through tqdm.write (logging_redirect_tqdm).
+PROGRESS_PACKAGE = ("tqdm", "tqdm>=4.64")
+
 # Experiment trackers: the package (and its import name) a generated project needs, with
 # the oldest release whose API it uses. Only the chosen one goes into requirements.txt.
 TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
@@ -180,9 +185,7 @@ TRACKER_PACKAGES: dict[str, tuple[str, str] | None] = {
 
 def packages(framework: str, task: str, tracker: str = "none") -> tuple[str, ...]:
     """Import names a project needs besides torch (what the smoke test checks first)."""
-    names = [*FRAMEWORKS[framework].packages, *TASKS[task].packages]
-    if FRAMEWORKS[framework].progress_package:
-        names.append("tqdm")
+    names = [*FRAMEWORKS[framework].packages, *TASKS[task].packages, PROGRESS_PACKAGE[0]]
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         names.append(chosen[0])
@@ -219,9 +222,7 @@ def requirements(
         line, cap = library_line(package, minor, python)
         upper = f"<{format_minor(cap)}" if cap else f"<{line.version[0] + 1}"
         lines.append(f"{package}>={format_minor(line.version)},{upper}")
-    progress = FRAMEWORKS[framework].progress_package  # the plain loops draw theirs with tqdm
-    if progress:
-        lines.append(progress)
+    lines.append(PROGRESS_PACKAGE[1])
     chosen = TRACKER_PACKAGES[tracker]
     if chosen:
         lines.append(chosen[1])
@@ -240,11 +241,15 @@ def python_problem(minor: str, python: str) -> str | None:
     if r.python_min <= py <= r.python_max:
         return None
     ok = [x.minor for x in RELEASES if x.python_min <= py <= x.python_max]
-    hint = f"torch {ok[-1]}-{ok[0]} run on Python {python}" if ok else "no supported torch does"
-    return (
-        f"torch {r.minor} supports Python {format_minor(r.python_min)}-"
-        f"{format_minor(r.python_max)}, not {python} ({hint})"
+    hint = (
+        _("torch {low}-{high} run on Python {python}").format(low=ok[-1], high=ok[0], python=python)
+        if ok
+        else _("no supported torch does")
     )
+    return _("torch {v} supports Python {low}-{high}, not {python} ({hint})").format(
+        v=r.minor, low=format_minor(r.python_min), high=format_minor(r.python_max),
+        python=python, hint=hint,
+    )  # fmt: skip
 
 
 # Plain PyTorch FSDP on CPU with gloo, measured with the nox sessions: 2.14 trains, gathers
@@ -255,15 +260,16 @@ def python_problem(minor: str, python: str) -> str | None:
 FSDP_CPU_FROM: Version = (2, 14)
 
 
-def fsdp_needs_gpus(framework: str, torch: str) -> str | None:
-    """Why FSDP in ``framework`` on torch ``torch`` cannot run without GPUs, or None."""
+def fsdp_needs_gpus(framework: str, torch: str, tr: Translations | None = None) -> str | None:
+    """Why FSDP in ``framework`` on torch ``torch`` cannot run without GPUs, or None; in
+    genie's language, or ``tr``'s (a project's README)."""
+    gettext = translations().gettext if tr is None else tr.gettext
     needs = FRAMEWORKS[framework].fsdp_needs_gpus
     if needs:
-        return needs
+        return gettext(needs)
     if parse_minor(torch) < FSDP_CPU_FROM:
-        return (
-            f"FSDP on CPU works from torch {format_minor(FSDP_CPU_FROM)} "
-            f"(torch {torch} needs GPUs for it)"
+        return gettext("FSDP on CPU works from torch {v} (torch {torch} needs GPUs for it)").format(
+            v=format_minor(FSDP_CPU_FROM), torch=torch
         )
     return None
 
@@ -271,12 +277,12 @@ def fsdp_needs_gpus(framework: str, torch: str) -> str | None:
 def fsdp_problem(minor: str, precision: str) -> str | None:
     """Why the fsdp strategy cannot be generated for torch ``minor``, or None."""
     if parse_minor(minor) < FEATURES["fsdp"]:
-        return (
-            f"FSDP checkpoints that load back need torch.distributed.checkpoint.state_dict "
-            f"(torch 2.2 or newer), not torch {minor}; use --torch 2.2 or newer, or --strategy ddp"
-        )
+        return _(
+            "FSDP checkpoints that load back need torch.distributed.checkpoint.state_dict "
+            "(torch 2.2 or newer), not torch {v}; use --torch 2.2 or newer, or --strategy ddp"
+        ).format(v=minor)
     if precision == "fp16":
-        return (
+        return _(
             "FSDP is generated for bf16 or fp32 (fp16 would need a sharded gradient scaler); "
             "use --precision bf16"
         )
@@ -287,10 +293,9 @@ def compile_problem(minor: str, python: str) -> str | None:
     """Why torch.compile cannot be used for torch ``minor`` on Python ``python``, or None."""
     r = release(minor)
     if r.compile_python_max is None:
-        return f"torch.compile needs torch 2.0 or newer, not {r.minor}"
+        return _("torch.compile needs torch 2.0 or newer, not {v}").format(v=r.minor)
     if parse_minor(python) > r.compile_python_max:
-        return (
-            f"torch {r.minor} supports torch.compile up to Python "
-            f"{format_minor(r.compile_python_max)}, not {python}"
+        return _("torch {v} supports torch.compile up to Python {high}, not {python}").format(
+            v=r.minor, high=format_minor(r.compile_python_max), python=python
         )
     return None

@@ -17,7 +17,13 @@ class SpecError(GenieError):
         self.field = field
         self.value = value
         self.accepted = accepted
-        super().__init__(f"{field}: {value!r} is not valid: {accepted}")
+        from genie.i18n import _
+
+        super().__init__(
+            _("{field}: {value!r} is not valid: {accepted}").format(
+                field=field, value=value, accepted=accepted
+            )
+        )
 
 
 class Aborted(GenieError):

@@ -66,7 +66,7 @@ class Field:
         if low and high:
             return _("{kind} between {low} and {high}").format(kind=kind, low=low, high=high)
         if low:
-            return f"{kind} >= {low}"
+            return _("{kind} >= {low}").format(kind=kind, low=low)
         return kind
 
     def titles(self, choices: tuple[str, ...] | None = None) -> list[str]:

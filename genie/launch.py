@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from genie.i18n import _
+from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
@@ -179,30 +179,37 @@ def sbatch_args(extra: Sequence[str] = (), wait: bool = False) -> list[str]:
     return ["sbatch", *(["--wait", "--parsable"] if wait else []), SLURM_SCRIPT, *extra]
 
 
-def commands(spec: Spec) -> list[Command]:
-    """One command per node, in node-rank order; with SLURM, the submission comes first."""
+def commands(spec: Spec, tr: Translations | None = None) -> list[Command]:
+    """One command per node, in node-rank order; with SLURM, the submission comes first.
+    ``where`` is in genie's language, or ``tr``'s (a README's)."""
+    tr = translations() if tr is None else tr
+    gettext, ngettext = tr.gettext, tr.ngettext
     result = []
     if spec.scheduler == "slurm":
         submit = f"mkdir -p {SLURM_LOGS} && " + shlex.join(sbatch_args())
-        result.append(Command(_where_slurm(spec), submit, tuple(slurm_args(spec))))
+        where = ngettext(
+            "the SLURM login node (runs on {n} allocated node)",
+            "the SLURM login node (runs on {n} allocated nodes)",
+            spec.nodes,
+        ).format(n=spec.nodes)
+        result.append(Command(where, submit, tuple(slurm_args(spec))))
     if spec.scheduler == "kubernetes":
-        where = _("your Kubernetes cluster (Kubeflow)")
+        where = gettext("your Kubernetes cluster (Kubeflow)")
         for manifest in K8S_MANIFESTS:
             result.append(Command(where, f"kubectl apply -f {manifest}", ("torchrun", ENTRYPOINT)))
     if not spec.multi_node:
         return [
             *result,
-            Command("this machine", "bash launch/single_node.sh", tuple(single_node_args(spec))),
+            Command(
+                gettext("this machine"), "bash launch/single_node.sh", tuple(single_node_args(spec))
+            ),
         ]
     for rank in range(spec.nodes):
-        where = f"node {rank}" + (f" ({spec.master_addr})" if rank == 0 else "")
+        where = gettext("node {rank}").format(rank=rank)
+        where += f" ({spec.master_addr})" if rank == 0 else ""
         argv = tuple(multi_node_args(spec, rank))
         result.append(Command(where, f"bash launch/multi_node.sh {rank}", argv))
     return result
-
-
-def _where_slurm(spec: Spec) -> str:
-    return _("the SLURM login node (runs on {n} allocated node(s))").format(n=spec.nodes)
 
 
 # ---------------------------------------------------------------- Kubernetes (Kubeflow)

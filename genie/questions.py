@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from genie import compat, contract
+from genie import compat, contract, i18n
 from genie.detect import Machine
 from genie.fields import (
     Answers,
@@ -221,6 +221,11 @@ FIELDS: tuple[Field, ...] = (
         default=lambda answers, machine: DEFAULT_IMAGE.format(
             name=str(answers.get("name") or "train").lower()),
         check=check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
+    ),
+    Field(
+        "docs_lang", str, _("Language of the project's README?"),
+        _("en writes README.md; zh adds README.zh-CN.md (code, comments and logs stay English)."),
+        default=lambda answers, machine: i18n.current(), choices=i18n.LANGUAGES,
     ),
 )  # fmt: skip
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genie.i18n import _
+from genie.i18n import N_, _
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,6 @@ class Framework:
     torchrun: bool = True  # False: one plain Python process
     multi_node: bool = True  # False: one node only
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
-    progress_package: str | None = None  # requirement line for its progress bar
     warning: str | None = None  # printed when it is chosen
 
     @property
@@ -55,18 +54,17 @@ FRAMEWORKS: dict[str, Framework] = {
         Framework(
             "ddp",
             _("plain PyTorch DistributedDataParallel: one process per device, full control"),
-            "PyTorch DistributedDataParallel",
-            "PyTorch FullyShardedDataParallel (FSDP)",
+            N_("PyTorch DistributedDataParallel"),
+            N_("PyTorch FullyShardedDataParallel (FSDP)"),
             "DDP",
             (),
             ("dist_utils.py", *_LOOP_MODULES),
-            progress_package="tqdm>=4.64",
         ),
         Framework(
             "lightning",
             _("PyTorch Lightning Trainer with the DDP strategy"),
-            "PyTorch Lightning",
-            "PyTorch Lightning (FSDP strategy)",
+            N_("PyTorch Lightning"),
+            N_("PyTorch Lightning (FSDP strategy)"),
             "Lightning",
             ("lightning",),
             (
@@ -78,30 +76,29 @@ FRAMEWORKS: dict[str, Framework] = {
                 "smoke_check.py",
             ),
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
-            fsdp_needs_gpus="Lightning's FSDP strategy runs only on GPUs",
+            fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
         ),
         Framework(
             "hf",
             _("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
-            "the Hugging Face Trainer",
-            "the Hugging Face Trainer (FSDP)",
+            N_("the Hugging Face Trainer"),
+            N_("the Hugging Face Trainer (FSDP)"),
             "Trainer",
             ("transformers", "accelerate"),
             ("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
-            fsdp_needs_gpus="the Trainer (accelerate) uses FSDP only on GPUs",
+            fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
         ),
         Framework(
             "dp",
             _("torch.nn.DataParallel: one process, one node; simplest but slowest"),
-            "torch.nn.DataParallel",
+            N_("torch.nn.DataParallel"),
             None,
             "DataParallel",
             (),
             _LOOP_MODULES,
             torchrun=False,
             multi_node=False,
-            progress_package="tqdm>=4.64",
             warning=_(
                 "DataParallel is slower than DDP even on one node (one Python process drives "
                 "every GPU and copies the model to each of them every step); move to "
@@ -117,19 +114,19 @@ TASKS: dict[str, Task] = {
         Task(
             "custom",
             _("a small model and synthetic dataset with clear places to plug in your own"),
-            "a small model on synthetic data",
+            N_("a small model on synthetic data"),
             (),
         ),
         Task(
             "nlp",
             _("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
-            "text classification (transformers)",
+            N_("text classification (transformers)"),
             ("transformers", "datasets"),
         ),
         Task(
             "cv",
             _("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
-            "image classification (torchvision)",
+            N_("image classification (torchvision)"),
             ("torchvision",),
         ),
     )

@@ -23,7 +23,7 @@ from typing import Any
 from genie import __version__, compat, contract, launch
 from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError
-from genie.i18n import _
+from genie.i18n import N_, Translations, _, translations
 from genie.registry import FRAMEWORKS, TASKS
 from genie.spec import Spec
 
@@ -41,10 +41,12 @@ def _pause_point(name: str) -> None:
         time.sleep(3600)
 
 
-def framework_title(spec: Spec) -> str:
-    """What trains the project, in words (the README and genie's file list say it)."""
+def framework_title(spec: Spec, tr: Translations | None = None) -> str:
+    """What trains the project, in words (the README and genie's file list say it), in
+    genie's language or ``tr``'s."""
+    gettext = translations().gettext if tr is None else tr.gettext
     framework = FRAMEWORKS[spec.framework]
-    return (
+    return gettext(
         framework.fsdp_title
         if spec.strategy == "fsdp" and framework.fsdp_title
         else framework.title
@@ -52,14 +54,14 @@ def framework_title(spec: Spec) -> str:
 
 
 MODULE_PURPOSES = {
-    "config.py": _("command-line options and their defaults"),
-    "fsdp.py": _("sharding the model with FSDP"),
-    "dist_utils.py": _("process group, timeout, seeding, decisions all ranks share"),
-    "checkpoint.py": _("atomic checkpoints and resume (model, optimizer, RNG, position)"),
-    "optim.py": _("optimizer, warmup + cosine LR schedule, loss scaler"),
-    "evaluation.py": _("held-out split and validation exact across ranks"),
-    "tracking.py": _("logging, progress and the experiment tracker (rank 0)"),
-    "smoke_check.py": _("what genie reads to judge a --smoke run"),
+    "config.py": N_("command-line options and their defaults"),
+    "fsdp.py": N_("sharding the model with FSDP"),
+    "dist_utils.py": N_("process group, timeout, seeding, decisions all ranks share"),
+    "checkpoint.py": N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+    "optim.py": N_("optimizer, warmup + cosine LR schedule, loss scaler"),
+    "evaluation.py": N_("held-out split and validation exact across ranks"),
+    "tracking.py": N_("logging, progress and the experiment tracker (rank 0)"),
+    "smoke_check.py": N_("what genie reads to judge a --smoke run"),
 }
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 
@@ -73,46 +75,62 @@ def template_root() -> Path:
     raise RuntimeError(f"genie's templates are missing next to {here}; reinstall genie")
 
 
-def project_files(spec: Spec) -> list[tuple[str, str]]:
-    """Every file of the project, with one line saying what it is for."""
+def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str, str]]:
+    """Every file of the project, with one line saying what it is for: in genie's language, or
+    ``tr``'s (a README's)."""
+    gettext = translations().gettext if tr is None else tr.gettext
     framework = FRAMEWORKS[spec.framework]
     files = [
-        ("train.py", _("training with {f}: setup, loop, checkpoints, resume").format(
-            f=framework_title(spec))),
-        ("model.py", _("the model; replace it with yours")),
-        ("data.py", _("the dataset; replace it with yours")),
-    ]  # fmt: skip
+        (
+            "train.py",
+            gettext("training with {f}: setup, loop, checkpoints, resume").format(
+                f=framework_title(spec, tr)
+            ),
+        ),
+        ("model.py", gettext("the model; replace it with yours")),
+        ("data.py", gettext("the dataset; replace it with yours")),
+    ]
     modules = list(framework.modules)
     if spec.strategy == "fsdp" and spec.framework == "ddp":
         modules.insert(0, "fsdp.py")
-    files += [(name, MODULE_PURPOSES[name]) for name in modules]
+    files += [(name, gettext(MODULE_PURPOSES[name])) for name in modules]
     files.append(
-        ("launch/single_node.sh",
-         _("torchrun on this machine") if framework.torchrun else _("python on this machine"))
-    )  # fmt: skip
+        (
+            "launch/single_node.sh",
+            (
+                gettext("torchrun on this machine")
+                if framework.torchrun
+                else gettext("python on this machine")
+            ),
+        )
+    )
     if spec.multi_node:
-        files.append(("launch/multi_node.sh", _("torchrun on each node: pass its NODE_RANK")))
+        files.append(("launch/multi_node.sh", gettext("torchrun on each node: pass its NODE_RANK")))
     if spec.scheduler == "slurm":
-        files.append(("launch/slurm.sbatch", _("the SLURM batch job: sbatch launch/slurm.sbatch")))
-    if spec.scheduler == "kubernetes":
-        files.append(("launch/pytorchjob.yaml", _("Kubeflow PyTorchJob (training operator v1)")))
         files.append(
-            ("launch/trainjob.yaml", _("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
+            ("launch/slurm.sbatch", gettext("the SLURM batch job: sbatch launch/slurm.sbatch"))
+        )
+    if spec.scheduler == "kubernetes":
+        files.append(
+            ("launch/pytorchjob.yaml", gettext("Kubeflow PyTorchJob (training operator v1)"))
+        )
+        files.append(
+            ("launch/trainjob.yaml", gettext("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
         )
     files += [
-        ("tests/test_smoke.py", _("pytest: 2-process CPU training, checkpoints, resume")),
-        ("pytest.ini", _("pytest settings: this directory is the rootdir wherever it sits")),
-        ("requirements.txt", _("pinned dependencies for torch {v}").format(v=spec.torch)),
-        ("README.md", _("how to run and adapt the project")),
-        (".gitignore", _("keeps checkpoints and caches out of git")),
-        (ANSWERS_FILE, _("the answers genie used; regenerate with --answers")),
+        ("tests/test_smoke.py", gettext("pytest: 2-process CPU training, checkpoints, resume")),
+        ("pytest.ini", gettext("pytest settings: this directory is the rootdir wherever it sits")),
+        ("requirements.txt", gettext("pinned dependencies for torch {v}").format(v=spec.torch)),
+        ("README.md", gettext("how to run and adapt the project")),
+        *([("README.zh-CN.md", gettext("README.md in Chinese"))] if spec.docs_lang == "zh" else []),
+        (".gitignore", gettext("keeps checkpoints and caches out of git")),
+        (ANSWERS_FILE, gettext("the answers genie used; regenerate with --answers")),
     ]
     return files
 
 
 def context(spec: Spec) -> dict[str, Any]:
     """Everything the templates see, computed once from the spec."""
-    commands = launch.commands(spec)
     return {
         **asdict(spec),  # fields that do not apply are None
         "genie_version": __version__,
@@ -122,14 +140,10 @@ def context(spec: Spec) -> dict[str, Any]:
         "requirements": compat.requirements(
             spec.torch, spec.python, spec.framework, spec.task, spec.tracker
         ),
-        "framework_title": framework_title(spec),
-        "task_title": TASKS[spec.task].title,
+        **_texts(spec, translations("en")),  # README.md
+        "zh": _texts(spec, translations("zh")) if spec.docs_lang == "zh" else None,
         "wrapper": "FSDP" if spec.strategy == "fsdp" else FRAMEWORKS[spec.framework].wrapper,
         "world_size": spec.world_size,
-        # why this project's FSDP cannot run on CPU (its own tests skip there), or None
-        "fsdp_gpu_only": (
-            compat.fsdp_needs_gpus(spec.framework, spec.torch) if spec.strategy == "fsdp" else None
-        ),
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
         "slurm_port_base": launch.SLURM_PORT_BASE,
@@ -142,11 +156,25 @@ def context(spec: Spec) -> dict[str, Any]:
             "sbatch": launch.sbatch_directives(spec),
         },
         "manifests": _manifests(spec) if spec.scheduler == "kubernetes" else None,
+    }
+
+
+def _texts(spec: Spec, tr: Translations) -> dict[str, Any]:
+    """What a README says in words, in ``tr``'s language."""
+    return {
+        "framework_title": framework_title(spec, tr),
+        "task_title": tr.gettext(TASKS[spec.task].title),
+        # why this project's FSDP cannot run on CPU (its own tests skip there), or None
+        "fsdp_gpu_only": (
+            compat.fsdp_needs_gpus(spec.framework, spec.torch, tr)
+            if spec.strategy == "fsdp"
+            else None
+        ),
         "commands": [
             {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}
-            for c in commands
+            for c in launch.commands(spec, tr)
         ],
-        "files": project_files(spec),
+        "files": project_files(spec, tr),
     }
 
 

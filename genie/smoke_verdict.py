@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from genie import contract
-from genie.i18n import _
+from genie.i18n import _, ngettext
 
 if TYPE_CHECKING:
     from genie.smoke import SmokePlan
@@ -99,9 +99,11 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
             problems.append(_("{key} is not finite: {v}").format(key=key, v=value))
     if p.devices is not None and report.get("devices") != p.devices:
         problems.append(
-            _("trained on {got} device(s), expected {want}").format(
-                got=report.get("devices"), want=p.devices
-            )
+            ngettext(
+                "trained on {got} device, expected {want}",
+                "trained on {got} devices, expected {want}",
+                report.get("devices") or 0,
+            ).format(got=report.get("devices"), want=p.devices)
         )
     if p.devices is not None:  # DataParallel: one process, one copy of the weights
         if report.get("replicas") != 1:

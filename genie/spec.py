@@ -53,6 +53,7 @@ class Spec:
     account: str | None
     time: str | None
     image: str | None  # Kubernetes only
+    docs_lang: str  # "zh" adds README.zh-CN.md
 
     @property
     def multi_node(self) -> bool:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from genie.i18n import _
+from genie.i18n import N_, _, ngettext
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,12 +34,12 @@ def error(message: str) -> None:
     from rich.markup import escape
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(
-        f"[bold red]{_('error')}:[/] {escape(message)}"
+        "[bold red]" + escape(_("error:")) + "[/] " + escape(message)
     )
 
 
 def info(message: str) -> None:
-    console().print(message, markup=False)
+    console().print(message, markup=False, soft_wrap=True)
 
 
 def summary(spec: Spec, machine: Machine | None = None) -> None:
@@ -49,7 +49,7 @@ def summary(spec: Spec, machine: Machine | None = None) -> None:
 
     table = Table(title=_("Project {n}").format(n=spec.name), show_header=False, box=None)
     for key, value in spec.answers().items():
-        table.add_row(FIELD_BY_NAME[key].question.rstrip("?"), str(value))
+        table.add_row(FIELD_BY_NAME[key].question.rstrip("?？"), str(value))
     table.add_row(
         _("Global batch"),
         f"{spec.global_batch} = {spec.batch_size} x {spec.world_size} x {spec.grad_accum}",
@@ -67,11 +67,12 @@ def summary(spec: Spec, machine: Machine | None = None) -> None:
 
 
 def warn(message: str) -> None:
-    console().print(f"[yellow]! {escape(message)}[/]")
+    # soft_wrap: the terminal wraps it; rich would move a long CJK run (no spaces) to a new line
+    console().print(f"[yellow]! {escape(message)}[/]", soft_wrap=True)
 
 
 def files(target: str, described: list[tuple[str, str]]) -> None:
-    console().print(f"\n[bold]{_('Wrote')}[/] {escape(target)}/", markup=True)
+    console().print("\n" + _("Wrote {d}/").format(d=target), markup=False, style="bold")
     width = max(len(path) for path, _what in described)
     for path, what in described:  # soft_wrap: a long line is never broken into two
         console().print(f"  {path.ljust(width)}  [dim]{what}[/]", markup=True, soft_wrap=True)
@@ -84,7 +85,10 @@ def commands(target: str, cmds: list[Command]) -> None:
 
     # quoted: pasted into a shell; soft_wrap: never broken into two lines, at any width
     console().print(
-        f"\n[bold]{_('Launch')}[/] (cd {escape(shlex.quote(target))}):", markup=True, soft_wrap=True
+        "\n" + _("Launch (cd {d}):").format(d=shlex.quote(target)),
+        markup=False,
+        style="bold",
+        soft_wrap=True,
     )
     for c in cmds:
         console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True, soft_wrap=True)
@@ -101,9 +105,17 @@ def verdict(result: SmokeResult, title: str | None = None) -> None:
     p, r = result.plan, result.report or {}
     table = Table(title=title or _("Smoke test"), show_header=False)
     if p.devices is not None:
-        tested = _("1 process (DataParallel over {n} device(s)), {device}, {precision}")
+        tested = ngettext(
+            "1 process (DataParallel over {n} device), {device}, {precision}",
+            "1 process (DataParallel over {n} devices), {device}, {precision}",
+            p.devices,
+        )
     else:
-        tested = _("{n} processes, {backend}, {device}, {precision}")
+        tested = ngettext(
+            "{n} process, {backend}, {device}, {precision}",
+            "{n} processes, {backend}, {device}, {precision}",
+            p.nproc,
+        )
     table.add_row(
         _("tested"),
         tested.format(n=p.devices or p.nproc, backend=p.backend, device=p.device,
@@ -126,7 +138,8 @@ def verdict(result: SmokeResult, title: str | None = None) -> None:
         table.add_row(_("note"), note)
     for problem in result.problems:
         table.add_row("[red]" + _("problem") + "[/]", problem)
-    table.add_row(_("verdict"), "[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
+    passed = "[bold green]" + _("PASS") + "[/]"
+    table.add_row(_("verdict"), passed if result.passed else "[bold red]" + _("FAIL") + "[/]")
     console().print(table)
 
 
@@ -135,6 +148,7 @@ def _fmt(value: object) -> str:
 
 
 _STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+_STATUS_WORDS = {"pass": N_("PASS"), "warn": N_("WARN"), "fail": N_("FAIL")}
 
 
 def doctor(results: list[DoctorResult]) -> None:
@@ -146,12 +160,18 @@ def doctor(results: list[DoctorResult]) -> None:
         table.add_column(column, overflow="fold")
     for r in results:
         style = _STATUS_STYLE[r.status]
-        table.add_row(r.id, f"[{style}]{r.status.upper()}[/]", escape(r.detail), escape(r.fix))
+        status = "[" + style + "]" + _(_STATUS_WORDS[r.status]) + "[/]"
+        table.add_row(r.id, status, escape(r.detail), escape(r.fix))
     console().print(table)
     counts = {s: sum(r.status == s for r in results) for s in _STATUS_STYLE}
     console().print(
-        _("{p} passed, {w} warning(s), {f} failed").format(
-            p=counts["pass"], w=counts["warn"], f=counts["fail"]
+        ngettext(
+            "{p} passed, {w} warning, {f} failed",
+            "{p} passed, {w} warnings, {f} failed",
+            counts["warn"]).format(  # fmt: skip
+            p=counts["pass"],
+            w=counts["warn"],
+            f=counts["fail"],
         ),
         markup=False,
     )
@@ -161,12 +181,12 @@ def explain(found: list[Explanation], tail: list[str], project: str) -> None:
     """Why a smoke run likely failed and how to fix it, then the last lines it printed."""
     c = console()
     if found:
-        c.print(f"\n[bold]{_('Likely cause')}[/]")
+        c.print("\n" + _("Likely cause"), markup=False, style="bold")
         for e in found:
             c.print(f"  [red]•[/] {escape(e.cause)}")
             if e.evidence:
                 c.print("    " + _("seen: ") + e.evidence, markup=False, style="dim")
-            c.print(f"    [green]{_('fix')}:[/] {escape(e.fix)}")
+            c.print("    [green]" + escape(_("fix:")) + "[/] " + escape(e.fix))
     else:
         c.print("\n" + _("No known failure signature matched the output."), markup=False)
     if tail:

@@ -20,18 +20,21 @@ from genie import spec as spec_mod
 from genie.detect import Machine
 from genie.errors import SpecError
 from genie.fields import Answers, Field
-from genie.i18n import _
+from genie.i18n import _, ngettext
 from genie.spec import FIELD_BY_NAME, FIELDS, Spec
 
 # Asked before the summary; the rest is asked only under "Customize training settings".
 ESSENTIALS = ("nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch", "task",
               "framework")  # fmt: skip
+NOT_TRAINING = ("name", "docs_lang")  # offered by "Change a setting", not by "Customize"
 GENERATE, CHANGE, CUSTOMIZE, CANCEL = "generate", "change", "customize", "cancel"
 _MAX_REASKS = 20  # a bound on "re-ask the offending question" (each re-ask narrows a choice)
 
 # What the machine told us, shown next to the question it informs.
 _DETECTED: dict[str, Callable[[Machine], str | None]] = {
-    "gpus_per_node": lambda m: _("{n} GPU(s) found here").format(n=m.gpus),
+    "gpus_per_node": lambda m: ngettext("{n} GPU found here", "{n} GPUs found here", m.gpus).format(
+        n=m.gpus
+    ),
     "torch": lambda m: _("torch {v} installed here").format(v=m.torch) if m.torch else None,
     "python": lambda m: _("running Python {v}").format(v=m.python),
 }
@@ -152,7 +155,7 @@ class Session:
         return values
 
     def customize(self, values: dict[str, Any]) -> None:
-        self.to_ask = {f.name for f in FIELDS if f.name not in ESSENTIALS and f.name != "name"}
+        self.to_ask = {f.name for f in FIELDS if f.name not in (*ESSENTIALS, *NOT_TRAINING)}
         self.to_ask -= set(self.raw)
         for name in self.to_ask:
             if values.get(name) is not None:
@@ -200,7 +203,7 @@ def run(
         name = questionary.select(
             _("Which setting?"),
             choices=[
-                questionary.Choice(f"{f.question.rstrip('?')}: {values[f.name]}", value=f.name)
+                questionary.Choice(f"{f.question.rstrip('?？')}: {values[f.name]}", value=f.name)
                 for f in fields
             ],
             instruction=" ",

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from genie.detect import Machine
+# Tests read genie's English messages, whatever language the machine running them speaks; the
+# Chinese tests (tests/test_i18n.py) choose Chinese explicitly.
+# LANGUAGE comes first in genie's (and gettext's) order.
+os.environ["LANGUAGE"] = "en"
+
+from genie.detect import Machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GENIE = [sys.executable, "-m", "genie"]

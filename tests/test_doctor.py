@@ -285,7 +285,7 @@ def test_torch_that_cannot_be_imported_fails(tmp_path):
     [
         ("zero", "'zero' is not a GPU index or UUID"),
         ("0,0", "GPU 0 is listed twice"),
-        ("0,5", "index 5 but only 2 GPU(s) exist (0-1)"),
+        ("0,5", "index 5 but only 2 GPUs exist (0-1)"),
         ("0,,1", "'' is not a GPU index or UUID"),
     ],
 )
@@ -417,7 +417,7 @@ def test_checks_that_need_a_project_are_left_out_without_one():
 def test_a_gpu_project_on_a_node_without_gpus_fails_the_process_check(cpu_machine):
     result = project.processes(Context(spec=spec_of(cpu_machine, gpus_per_node=4)))
     assert result is not None and result.status == "fail"
-    assert "uses 4 GPU(s) per node; torch sees 0" in result.detail
+    assert "uses 4 GPUs per node; torch sees 0" in result.detail
 
 
 def test_more_cpu_processes_than_cores_warn(cpu_machine):

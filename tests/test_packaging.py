@@ -9,7 +9,7 @@ import zipfile
 from .conftest import ROOT
 
 
-def test_the_wheel_ships_every_template_file_inside_the_package(tmp_path):
+def test_the_wheel_ships_every_template_file_and_catalog_inside_the_package(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
         capture_output=True,
@@ -23,3 +23,7 @@ def test_the_wheel_ships_every_template_file_inside_the_package(tmp_path):
     for path in templates:
         assert f"genie/{path.relative_to(ROOT).as_posix()}" in shipped, path
     assert "genie/cli.py" in shipped and "genie/__main__.py" in shipped
+    catalogs = [p for p in (ROOT / "genie" / "locale").rglob("*.mo")]
+    assert len(catalogs) == 2  # genie's and click's messages in Chinese
+    for path in catalogs:
+        assert path.relative_to(ROOT).as_posix() in shipped, path

@@ -94,3 +94,59 @@ def test_launch_commands_are_one_line_each_in_a_60_column_terminal(tmp_path):
     commands = [x.strip() for x in output.splitlines() if x.strip().startswith("torchrun ")]
     assert len(commands) == 2 and all(len(c) > 60 for c in commands)
     assert all(c.endswith("train.py") for c in commands), commands
+
+
+ZH_ENV = {**ENV, "LANGUAGE": "", "LC_ALL": "", "LC_MESSAGES": "", "LANG": "zh_CN.UTF-8"}
+
+
+def spawn_zh(tmp_path, *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable, ["-m", "genie", "new", *args], cwd=str(tmp_path), env=ZH_ENV,
+        encoding="utf-8", timeout=60, dimensions=(40, 120),
+    )  # fmt: skip
+
+
+def test_the_whole_wizard_in_chinese_with_arrow_keys_and_a_rejected_value(tmp_path):
+    child = spawn_zh(tmp_path, "proj", "--no-smoke")
+    child.expect("节点（机器）数量？")
+    child.sendcontrol("u")
+    child.sendline("0")  # rejected: said in Chinese, then asked again
+    child.expect("1 到 4096 之间的整数")
+    child.sendcontrol("u")
+    child.sendline("1")
+    child.expect("每个节点的 GPU 数？")
+    child.sendline("")
+    child.expect("PyTorch 版本？")
+    # the cursor starts on the default, 2.14: down twice, up once picks 2.13
+    child.send("\x1b[B")
+    child.send("\x1b[B")
+    child.send("\x1b[A")
+    child.send("\r")
+    child.expect("任务？")
+    child.send("\r")
+    child.expect("框架？")
+    child.send("\r")
+    child.expect("全局批大小")  # the summary, in Chinese
+    child.expect("生成此项目？")
+    child.expect("自定义训练设置")
+    child.send("\r")  # 生成
+    child.expect("启动（cd proj）：")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    project = tmp_path / "proj"
+    assert 'torch: "2.13"' in (project / ".genie.yml").read_text()
+    assert (project / "README.zh-CN.md").is_file()
+
+
+def test_ctrl_c_at_a_chinese_prompt_exits_130_and_writes_nothing(tmp_path):
+    child = spawn_zh(tmp_path, "proj", "--no-smoke")
+    child.expect("节点（机器）数量？")
+    child.sendline("")
+    child.expect("每个节点的 GPU 数？")
+    child.sendcontrol("c")
+    child.expect("已中断；未写入任何文件")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert list(tmp_path.iterdir()) == []

@@ -175,9 +175,10 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
     ]  # fmt: skip
     assert "torch>=2.14,<2.15\n" in requirements("cpu-default")
     assert "numpy" not in requirements("cpu-default")
-    # the tracker's package only when chosen; no tqdm where the framework draws its own bar
+    # the tracker's package only when chosen; tqdm in every project (log lines go above
+    # the bar through tqdm.write, whoever draws the bar)
     assert "tensorboard" not in requirements("tracker-none-lightning")
-    assert "mlflow>=" in requirements("tracker-mlflow-hf") and "tqdm" not in requirements("hf-cv")
+    assert "mlflow>=" in requirements("tracker-mlflow-hf") and "tqdm>=4.64" in requirements("hf-cv")
     assert "lightning>=" in requirements("lightning-custom")
     assert all(
         f"{p}>=" in requirements("hf-nlp") for p in ("transformers", "accelerate", "datasets")

@@ -44,8 +44,20 @@ FSDP: dict[str, dict] = {
     },
 }  # fmt: skip
 
+# README.zh-CN.md (docs_lang zh) on the branches its text depends on.
+CHINESE: dict[str, dict] = {
+    "zh-slurm-multinode": {"docs_lang": "zh", "scheduler": "slurm", "nodes": 2,
+                           "gpus_per_node": 4, "master_addr": "gpu-01"},
+    "zh-k8s-fsdp-hf": {"docs_lang": "zh", "scheduler": "kubernetes", "framework": "hf",
+                       "strategy": "fsdp", "gpus_per_node": 8},
+    "zh-dp-cv": {"docs_lang": "zh", "framework": "dp", "task": "cv"},
+    "zh-lightning-nlp-static": {"docs_lang": "zh", "framework": "lightning", "task": "nlp",
+                                "nodes": 2, "master_addr": "10.0.0.1", "rdzv": "static"},
+}  # fmt: skip
+
 VARIANTS: dict[str, dict] = {
     **TOPOLOGIES,
+    **CHINESE,
     **{k: v for k, v in COMBOS.items() if k != "ddp-custom"},
     **FSDP,
 }

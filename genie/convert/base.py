@@ -16,6 +16,8 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import CodeRange
 
+from genie.i18n import _
+
 # Names the converted script defines once, right after its imports (see setup.py).
 LOCAL_RANK, RANK, WORLD_SIZE, DEVICE = "LOCAL_RANK", "RANK", "WORLD_SIZE", "DEVICE"
 TODO = "# genie: TODO: "
@@ -192,11 +194,13 @@ class Rewrite(cst.CSTTransformer):
         assert self._here is not None
         self._here.after.extend(statements)
 
-    def mark_todo(self, node: cst.CSTNode, what: str) -> None:
-        """Report ``what`` and put it as a comment above the statement holding ``node``."""
-        self.ctx.todo(node, what)
+    def mark_todo(self, node: cst.CSTNode, message: str, **fields: str) -> None:
+        """Report ``message`` (marked with ``N_``) and put it as a comment above the statement
+        holding ``node``: the report in genie's language, the comment in English like the
+        rest of the code."""
+        self.ctx.todo(node, _(message).format(**fields))
         if self._here is not None:
-            self._here.todos.append(what)
+            self._here.todos.append(message.format(**fields))
 
     def guard_here(self) -> None:
         assert self._here is not None

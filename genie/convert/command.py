@@ -54,7 +54,8 @@ def run(
     planned = files.plan(script, target, conversion.code, layout)
     files.check_writable(script, planned, force)
     show_diff(convert.unified_diff(conversion, str(script), str(target)))
-    ui.console().print(f"\n[bold]{_('Changes')}[/] ({_('lines of')} {script}):", markup=True)
+    heading = _("Changes (lines of {script}):").format(script=script)
+    ui.console().print("\n" + heading, markup=False, style="bold")
     for line in convert.report(conversion, script.name, layout.nproc_per_node, layout.nodes):
         style = "yellow" if " TODO " in line[:10] else None
         ui.console().print(line, markup=False, style=style, soft_wrap=True)

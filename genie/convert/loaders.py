@@ -24,7 +24,7 @@ from genie.convert.base import (
     stmt,
     walk,
 )
-from genie.i18n import _
+from genie.i18n import N_, _
 
 _EVAL = re.compile(r"val|test|eval|dev|holdout", re.IGNORECASE)
 _LOOPS = (cst.For, cst.While)
@@ -34,7 +34,7 @@ _LOOPS = (cst.For, cst.While)
 class Loaders:
     train: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> its name
     evaluation: list[str] = field(default_factory=list)
-    todo: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> why not
+    todo: dict[int, tuple[str, str]] = field(default_factory=dict)  # call id -> (why not, name)
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
     unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
@@ -98,14 +98,18 @@ def find(module: cst.Module) -> Loaders:
         if not _is_training(name, call, every):
             found.evaluation.append(name)
         elif loops:
-            found.todo[id(call)] = _(
-                "{n} is built inside a loop: build it once, with a DistributedSampler, "
-                "before the loop"
-            ).format(n=name)
+            found.todo[id(call)] = (
+                N_(
+                    "{n} is built inside a loop: build it once, with a DistributedSampler, "
+                    "before the loop"
+                ),
+                name,
+            )
         elif kwarg(call, "sampler") or kwarg(call, "batch_sampler"):
-            found.todo[id(call)] = _(
-                "{n} has its own sampler: make it shard by rank (see DistributedSampler)"
-            ).format(n=name)
+            found.todo[id(call)] = (
+                N_("{n} has its own sampler: make it shard by rank (see DistributedSampler)"),
+                name,
+            )
         else:
             found.train[id(call)] = name
             size = kwarg(call, "batch_size")
@@ -191,7 +195,8 @@ class LoaderRewrite(Rewrite):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if id(original) in self.loaders.todo:
-            self.mark_todo(original, self.loaders.todo[id(original)])
+            message, loader = self.loaders.todo[id(original)]
+            self.mark_todo(original, message, n=loader)
             return updated
         name = self.loaders.train.get(id(original))
         if name is None:
@@ -221,8 +226,9 @@ class LoaderRewrite(Rewrite):
         if id(original) in self.loaders.no_epoch and shuffle is not None:
             self.mark_todo(
                 original,
-                _("no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
-                  "each epoch, or every epoch repeats the same order").format(n=name),
+                N_("no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
+                   "each epoch, or every epoch repeats the same order"),
+                n=name,
             )  # fmt: skip
         self.ctx.uses.add("DistributedSampler")
         self.ctx.change(

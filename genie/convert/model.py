@@ -25,7 +25,7 @@ from genie.convert.base import (
     walk,
 )
 from genie.convert.refuse import OPTIMIZERS
-from genie.i18n import _
+from genie.i18n import N_, _
 
 DATA_PARALLEL = ("DataParallel",)
 WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
@@ -207,9 +207,8 @@ class ModelRewrite(Rewrite):
         if attr == "module" and not self.models.data_parallel:
             self.mark_todo(
                 original,
-                _("{c} predates DDP: under DDP, .module is the unwrapped model").format(
-                    c=code(original)
-                ),
+                N_("{c} predates DDP: under DDP, .module is the unwrapped model"),
+                c=code(original),
             )
         elif attr not in DDP_ANSWERS and self._after_wrap(owner):
             self.ctx.change(original, _("{m}.{a} -> {m}.module.{a}").format(m=owner, a=attr))

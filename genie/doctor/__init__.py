@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from genie.doctor import collective, machine, network, project, system
 from genie.doctor.base import Check, Context, Result
 from genie.errors import GenieError
-from genie.i18n import _
+from genie.i18n import _, ngettext
 
 __all__ = ["CHECKS", "Context", "DoctorFailed", "Result", "run", "failed"]
 
@@ -76,5 +76,7 @@ def ensure_passed(results: list[Result]) -> None:
     bad = failed(results)
     if bad:
         raise DoctorFailed(
-            _("{n} check(s) failed: {ids}").format(n=len(bad), ids=", ".join(r.id for r in bad))
+            ngettext("{n} check failed: {ids}", "{n} checks failed: {ids}", len(bad)).format(
+                n=len(bad), ids=", ".join(r.id for r in bad)
+            )
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from genie.doctor.base import Context, command, why
-from genie.i18n import _
+from genie.i18n import _, ngettext
 
 TORCH_TIMEOUT = 30.0
 _PROBE = r"""
@@ -127,9 +127,11 @@ def parse_visible(value: str | None, gpus: tuple[Gpu, ...] | None = None) -> Vis
                 break  # "-1" hides this and every later entry, by design
             if gpus is not None and int(entry) >= len(gpus):
                 seen.problems.append(
-                    _("index {i} but only {n} GPU(s) exist (0-{last})").format(
-                        i=entry, n=len(gpus), last=len(gpus) - 1
-                    )
+                    ngettext(
+                        "index {i} but only {n} GPU exists (0-{last})",
+                        "index {i} but only {n} GPUs exist (0-{last})",
+                        len(gpus),
+                    ).format(i=entry, n=len(gpus), last=len(gpus) - 1)
                 )
                 break
         elif not _UUID.match(entry):

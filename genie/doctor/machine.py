@@ -5,7 +5,7 @@ from __future__ import annotations
 from genie import compat
 from genie.doctor.base import Context, Result
 from genie.doctor.facts import nvidia_smi, torch_info, visible
-from genie.i18n import _
+from genie.i18n import _, ngettext
 
 INSTALL_CUDA_TORCH = _(
     "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128 "
@@ -52,7 +52,12 @@ def torch(ctx: Context) -> Result:
         return Result(
             "torch",
             "fail",
-            detail + _("; nvidia-smi lists {n} GPU(s) this torch cannot use").format(n=len(gpus)),
+            detail
+            + ngettext(
+                "; nvidia-smi lists {n} GPU this torch cannot use",
+                "; nvidia-smi lists {n} GPUs this torch cannot use",
+                len(gpus),
+            ).format(n=len(gpus)),
             INSTALL_CUDA_TORCH,
         )
     return Result("torch", "pass", detail)
@@ -66,9 +71,11 @@ def cuda(ctx: Context) -> Result:
     expected = len(smi.gpus) if seen.value is None else min(len(seen.devices), len(smi.gpus))
     devices = info.get("devices", 0)
     names = ", ".join(info.get("names", []))
-    detail = _("torch.cuda.is_available() = {a}, {n} device(s)").format(
-        a=info.get("cuda_available"), n=devices
-    ) + (f" ({names})" if names else "")
+    detail = ngettext(
+        "torch.cuda.is_available() = {a}, {n} device",
+        "torch.cuda.is_available() = {a}, {n} devices",
+        devices,
+    ).format(a=info.get("cuda_available"), n=devices) + (f" ({names})" if names else "")
     if not smi.gpus and not devices:
         return Result("cuda", "pass", detail + _("; no GPUs here: CPU training with gloo"))
     if devices != expected:
@@ -141,9 +148,11 @@ def visible_devices(ctx: Context) -> Result:
         return Result(
             "cuda_visible_devices",
             "fail",
-            _("CUDA_VISIBLE_DEVICES={v!r} shows {n} GPU(s); the project runs {w} per node").format(
-                v=seen.value, n=len(seen.devices), w=want
-            ),
+            ngettext(
+                "CUDA_VISIBLE_DEVICES={v!r} shows {n} GPU; the project runs {w} per node",
+                "CUDA_VISIBLE_DEVICES={v!r} shows {n} GPUs; the project runs {w} per node",
+                len(seen.devices),
+            ).format(v=seen.value, n=len(seen.devices), w=want),
             fix,
         )
     shown = ",".join(seen.devices) or _("none (every GPU hidden)")

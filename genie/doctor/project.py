@@ -11,7 +11,7 @@ import subprocess
 from genie import compat
 from genie.doctor.base import Context, Result, command, why
 from genie.doctor.facts import torch_info
-from genie.i18n import _
+from genie.i18n import _, ngettext
 
 _CLAUSE = re.compile(r"^(>=|<=|==|!=|<|>)\s*([\d.]+)$")
 _NAME = re.compile(r"^([A-Za-z0-9_.-]+)\s*(.*)$")
@@ -112,7 +112,11 @@ def processes(ctx: Context) -> Result | None:
         return Result("processes", "pass", detail)
     want = spec.gpus_per_node if spec.framework == "dp" else per_node
     usable = int(torch_info(ctx).get("devices", 0) or 0)
-    detail = _("the project uses {w} GPU(s) per node; torch sees {u} here").format(w=want, u=usable)
+    detail = ngettext(
+        "the project uses {w} GPU per node; torch sees {u} here",
+        "the project uses {w} GPUs per node; torch sees {u} here",
+        want,
+    ).format(w=want, u=usable)
     if usable < want:
         fix = _("run on a node with {w} GPUs").format(w=want)
         if usable:

@@ -87,9 +87,8 @@ def nccl_env(ctx: Context) -> Result:
     names = sorted(k for k in ctx.env if k.startswith(("NCCL_", "TORCH_NCCL_")))
     if not names:
         return Result("nccl_env", "pass", _("no NCCL_* variables set (NCCL's defaults)"))
-    described = [
-        f"{k}={ctx.env[k]}: {NCCL_VARS.get(k, _('not a variable genie knows'))}" for k in names
-    ]
+    unknown = _("not a variable genie knows")
+    described = [f"{k}={ctx.env[k]}: {NCCL_VARS.get(k, unknown)}" for k in names]
     slow = [k for k in names if NCCL_SLOW.get(k) == ctx.env[k].strip()]
     if slow:
         return Result(

@@ -191,9 +191,11 @@ def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     raise SystemExit(1)
 
 
-def check_fits(model: torch.nn.Module, folder: Path) -> None:
-    """stop_if_misfit() for the Trainer's checkpoint ``folder``, read from the
-    safetensors header alone (no tensor is loaded)."""
+def check_fits(model: torch.nn.Module, folder: Path | None) -> None:
+    """stop_if_misfit() for the Trainer's checkpoint ``folder`` (None: no resume), read
+    from the safetensors header alone (no tensor is loaded)."""
+    if folder is None:
+        return
     weights, theirs = folder / "model.safetensors", None
     if weights.is_file():
         with safe_open(str(weights), framework="pt") as f:

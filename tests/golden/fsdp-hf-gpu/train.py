@@ -19,6 +19,7 @@ import sys
 import torch
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
+from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.integrations import TensorBoardCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -218,13 +219,15 @@ def train(args: argparse.Namespace) -> None:
             else None
         )
         resume = dist_utils.shared_checkpoint(found, args.resume)
-    if resume:  # the Trainer would load another model's weights non-strictly
-        dist_utils.check_fits(trainer.model, resume)
+    dist_utils.check_fits(trainer.model, resume)  # the Trainer loads non-strictly
     if args.smoke:
         import smoke_check
 
         smoke_check.arm_fault(trainer, args.checkpoint_dir)  # GENIE_FAULT, for tests
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    # Log lines, ours and the Trainer's, go above its bars (tqdm.write), not onto them.
+    loggers = [logging.root, logging.getLogger("transformers")]
+    with logging_redirect_tqdm(loggers=loggers):
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     if main_process:
         log.info(summary_line(args, trainer))
     if args.smoke:

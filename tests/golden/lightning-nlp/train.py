@@ -11,18 +11,25 @@ the topology torchrun (or SLURM) sets up:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import (
+    LearningRateMonitor,
+    ModelCheckpoint,
+    TQDMProgressBar,
+)
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 import data
 import dist_utils
@@ -66,10 +73,9 @@ class DataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         # In order; Lightning shards it with a DistributedSampler that pads the last
         # batch (validation_step leaves the padding out).
+        args = self.args
         return DataLoader(
-            self.val_set,
-            batch_size=self.args.batch_size,
-            num_workers=self.args.num_workers,
+            self.val_set, batch_size=args.batch_size, num_workers=args.num_workers
         )
 
 
@@ -79,9 +85,8 @@ class Classifier(L.LightningModule):
         self.args = args
         self.net: nn.Module | None = None
         self.shapes: dict[str, list[int]] = {}  # the net's, which checkpoints must fit
-        self.first_loss: torch.Tensor | None = (
-            None  # first and latest loss, for --smoke
-        )
+        # the first and latest loss, for --smoke
+        self.first_loss: torch.Tensor | None = None
         self.last_loss: torch.Tensor | None = None
 
     def configure_model(self) -> None:
@@ -90,8 +95,7 @@ class Classifier(L.LightningModule):
             self.net = build_model(self.args, self.trainer.datamodule.num_classes)
             # The same weights on every rank; then distinct dropout on each.
             dist_utils.seed_all(self.args.seed + self.global_rank)
-            # What a checkpoint must hold, before any strategy wraps or shards the net.
-            self.shapes = dist_utils.shapes(self.state_dict())
+            self.shapes = dist_utils.shapes(self.state_dict())  # before any wrapping
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 
@@ -100,8 +104,7 @@ class Classifier(L.LightningModule):
         checkpoint["rng"] = dist_utils.all_rng_states()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        # Before Lightning loads the weights: a checkpoint of another model stops here
-        # with one line, not with a size-mismatch traceback from every rank.
+        # Another model's checkpoint stops here, in one line, before Lightning loads it
         theirs = dist_utils.shapes(checkpoint.get("state_dict"))
         problem = dist_utils.misfit(self.shapes, theirs)
         dist_utils.stop_if_misfit(self.trainer.ckpt_path, problem)
@@ -137,14 +140,12 @@ class Classifier(L.LightningModule):
         ).to(self.device)
         loss = nn.functional.cross_entropy(logits.float(), labels, reduction="none")
         correct = logits.argmax(dim=-1) == labels
-        self.val_totals += torch.stack(
-            [loss[real].sum(), correct[real].sum(), real.sum()]
-        ).double()
+        totals = torch.stack([loss[real].sum(), correct[real].sum(), real.sum()])
+        self.val_totals += totals.double()
 
     def on_validation_epoch_end(self) -> None:
-        loss_sum, correct, count = self.trainer.strategy.reduce(
-            self.val_totals, reduce_op="sum"
-        ).tolist()
+        totals = self.trainer.strategy.reduce(self.val_totals, reduce_op="sum")
+        loss_sum, correct, count = totals.tolist()
         # Already the same on every rank: no sync_dist needed.
         self.log("val/loss", loss_sum / max(count, 1))
         self.log("val/accuracy", correct / max(count, 1), prog_bar=True)
@@ -155,28 +156,23 @@ class Classifier(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         # The epoch mean, averaged across ranks once (cheaper than on_epoch=True, which
         # updates Lightning's result collection every step).
-        self.log(
-            "train/loss_epoch", self.loss_sum / max(self.batches, 1), sync_dist=True
-        )
+        mean = self.loss_sum / max(self.batches, 1)
+        self.log("train/loss_epoch", mean, sync_dist=True)
 
     def configure_optimizers(self) -> dict:
         optimizer = build_optimizer(self, self.args)
         # over every optimizer step of all epochs
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = lr_schedule(optimizer, total, self.args.warmup_ratio)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        schedule = {"scheduler": scheduler, "interval": "step"}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     devices, num_nodes = dist_utils.topology()
-    # The --keep best by validation accuracy (at least one), and last.ckpt for resuming,
-    # by a callback of its own at the end of every epoch: save_last=True rewrites it
-    # only when a best checkpoint was saved (it fell an epoch behind), and after an
-    # --eval-every validation it would be mid-epoch, which Lightning cannot resume
-    # exactly (it restarts the epoch's data loader).
+    # The --keep best by validation accuracy (at least one); last.ckpt by a callback of
+    # its own, at every epoch end: save_last=True rewrites it only with a new best, and
+    # after --eval-every it would be mid-epoch, which Lightning cannot resume exactly.
     best = ModelCheckpoint(
         dirpath=args.checkpoint_dir,
         filename="best-{epoch:04d}",
@@ -196,6 +192,11 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     callbacks = [best, last, Throughput(args.log_every, global_batch)]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
+    # The bar only on a terminal (in a pipe or a log it is a wall of updates); tqdm's,
+    # not rich's, so that log lines can go above it (see logs_above_the_bar).
+    bar = sys.stderr.isatty()
+    if bar:
+        callbacks.append(TQDMProgressBar())
     timeout = datetime.timedelta(minutes=args.dist_timeout)
     if int(os.environ.get("RANK", "0")) == 0:
         log.info(
@@ -214,15 +215,12 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         gradient_clip_val=args.max_grad_norm,
         log_every_n_steps=args.log_every,
         # --eval-every counts optimizer steps; Lightning counts micro-batches
-        val_check_interval=(
-            args.eval_every * args.grad_accum if args.eval_every else None
-        ),
+        val_check_interval=args.eval_every * args.grad_accum or None,  # 0: epoch ends
         callbacks=callbacks,
         default_root_dir=args.checkpoint_dir,
         logger=logger,
         enable_model_summary=not args.smoke,
-        # The bar only on a terminal (in a pipe or a log it is a wall of updates).
-        enable_progress_bar=sys.stderr.isatty(),
+        enable_progress_bar=bar,
     )
 
 
@@ -241,6 +239,19 @@ def summary_line(args: argparse.Namespace, trainer: L.Trainer) -> str:
     return line
 
 
+@contextlib.contextmanager
+def logs_above_the_bar() -> Iterator[None]:
+    """Log lines and warnings, ours and Lightning's, go above the progress bar
+    (tqdm.write), never glued onto it."""
+    own = [logging.getLogger(f"lightning.{part}") for part in ("pytorch", "fabric")]
+    logging.captureWarnings(True)  # warnings become log records (py.warnings)
+    try:
+        with logging_redirect_tqdm(loggers=[logging.root, *own]):
+            yield
+    finally:
+        logging.captureWarnings(False)
+
+
 def train(args: argparse.Namespace) -> None:
     L.seed_everything(args.seed, workers=True)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
@@ -255,15 +266,16 @@ def train(args: argparse.Namespace) -> None:
         resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
     datamodule = DataModule(args)
     if args.eval_only:
-        trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
+        with logs_above_the_bar():
+            trainer.validate(module, datamodule=datamodule, ckpt_path=str(resume))
         return
     if args.smoke:
         import smoke_check
 
         smoke_check.arm_fault(module, args.checkpoint_dir)  # GENIE_FAULT, for tests
-    trainer.fit(
-        module, datamodule=datamodule, ckpt_path=str(resume) if resume else None
-    )
+    with logs_above_the_bar():
+        ckpt_path = str(resume) if resume else None
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     if trainer.is_global_zero:
         log.info(summary_line(args, trainer))
     if args.smoke:

@@ -1,0 +1,74 @@
+"""Terminal cells for wide (CJK) text, for click's help and usage: click counts characters,
+so a Chinese help text would run past the terminal's edge and push option columns apart.
+Loaded only when genie speaks Chinese; standard library only, so ``--help`` stays light."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
+# Punctuation a line must not start with (kinsoku): the character before it moves down too.
+_NO_LINE_START = set("，。、：；？！）」』》〉】％,.:;?!)]")
+_WIDE = re.compile(
+    r"([\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6])"
+)
+
+
+def cells(text: str) -> int:
+    """Columns ``text`` takes on a terminal: 2 for a wide character, 0 for an ANSI code."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in _ANSI.sub("", text))
+
+
+def _cut(text: str, width: int) -> tuple[str, str]:
+    """The longest head of ``text`` within ``width`` cells (at least one character), and the
+    rest."""
+    used = 0
+    for i, char in enumerate(text):
+        used += cells(char)
+        if used > width:
+            return text[: max(i, 1)], text[max(i, 1) :]
+    return text, ""
+
+
+def install() -> None:
+    """Make click measure and wrap its help in terminal cells."""
+    import click._textwrap as textwrap_module
+    import click.formatting as formatting
+
+    base: Any = textwrap_module.TextWrapper
+
+    class CellWrapper(base):
+        """click's wrapper, measuring cells; a line may break between two wide characters."""
+
+        def _split(self, text: str) -> list[str]:
+            chunks = super()._split(text)
+            return [piece for chunk in chunks for piece in _WIDE.split(chunk) if piece]
+
+        def _wrap_chunks(self, chunks: list[str]) -> list[str]:
+            lines: list[str] = []
+            chunks = list(reversed(chunks))
+            while chunks:
+                indent = self.subsequent_indent if lines else self.initial_indent
+                room = max(self.width - cells(indent), 1)
+                if lines and not chunks[-1].strip():
+                    chunks.pop()  # a new line does not start with a space
+                    continue
+                line: list[str] = []
+                used = 0
+                while chunks and used + cells(chunks[-1]) <= room:
+                    used += cells(chunks[-1])
+                    line.append(chunks.pop())
+                while chunks and len(line) > 1 and chunks[-1][:1] in _NO_LINE_START:
+                    chunks.append(line.pop())  # keep "。" with the character before it
+                if chunks and not line:  # one chunk wider than the line
+                    head, chunks[-1] = _cut(chunks[-1], room)
+                    line.append(head)
+                while line and not line[-1].strip():
+                    line.pop()
+                lines.append(indent + "".join(line))
+            return lines
+
+    textwrap_module.TextWrapper = CellWrapper  # type: ignore[misc]
+    formatting.term_len = cells  # type: ignore[assignment]  # the options list's columns

@@ -1,0 +1,105 @@
+"""The data: image classification with torchvision.
+
+Real runs read an ``ImageFolder`` (``--data-dir``: one subfolder per class) or, without
+it, download CIFAR-10 into ``--download-dir``. ``--smoke`` uses ``FakeData``: random
+images made in-process. Items are dicts (``pixel_values``, ``labels``); the dataset
+has a ``num_classes`` attribute.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+from torchvision import datasets, transforms
+
+# ImageNet statistics: the usual choice, and right for pretrained torchvision weights.
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+SMOKE_NUM_SAMPLES = 80
+SMOKE_IMAGE_SIZE = 32
+
+
+class ImageClassification(Dataset):
+    """Turns torchvision's ``(image, label)`` pairs into the training loop's dicts."""
+
+    def __init__(self, images: Dataset, num_classes: int) -> None:
+        self.images = images
+        self.num_classes = num_classes
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        image, label = self.images[index]
+        return {"pixel_values": image, "labels": torch.as_tensor(label)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="ImageFolder root, one subfolder per class (default: CIFAR-10)",
+    )
+    parser.add_argument("--download-dir", type=Path, default=Path("data"))
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="start from torchvision's ImageNet weights",
+    )
+
+
+def train_transform(size: int) -> transforms.Compose:
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
+
+
+def eval_transform(size: int) -> transforms.Compose:
+    """Validation sees the whole image, resized and centred: no random augmentation."""
+    return transforms.Compose(
+        [
+            transforms.Resize(round(size * 256 / 224)),
+            transforms.CenterCrop(size),
+            transforms.ToTensor(),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Download once per node (local rank 0: torchvision's download is not safe to race,
+    and a node without a shared disk needs its own copy)."""
+    if not args.smoke and args.data_dir is None:
+        datasets.CIFAR10(args.download_dir, train=True, download=True)
+
+
+def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
+    """The same images twice: with training augmentation, and with the evaluation
+    transform. The held-out split is made from them in evaluation.py."""
+    return build_view(args, train=True), build_view(args, train=False)
+
+
+def build_view(args: argparse.Namespace, train: bool) -> Dataset:
+    if args.smoke:
+        images = datasets.FakeData(
+            size=SMOKE_NUM_SAMPLES,
+            image_size=(3, SMOKE_IMAGE_SIZE, SMOKE_IMAGE_SIZE),
+            num_classes=10,
+            transform=transforms.ToTensor(),
+            random_offset=0,  # the same images on every rank
+        )
+        return ImageClassification(images, num_classes=10)
+    transform = (train_transform if train else eval_transform)(args.image_size)
+    if args.data_dir is not None:
+        folder = datasets.ImageFolder(args.data_dir, transform=transform)
+        return ImageClassification(folder, num_classes=len(folder.classes))
+    cifar = datasets.CIFAR10(args.download_dir, train=True, transform=transform)
+    return ImageClassification(cifar, num_classes=10)

@@ -1,0 +1,37 @@
+"""The optimizer, the learning-rate schedule and the loss scaler."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import torch
+from torch import nn
+
+
+def build_optimizer(
+    model: nn.Module, args: argparse.Namespace
+) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(
+        model.parameters(), lr=args.lr, weight_decay=args.weight_decay
+    )
+
+
+def lr_schedule(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+):
+    """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
+    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def make_scaler(precision: str) -> torch.amp.GradScaler:
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range: no scaler.
+    return torch.amp.GradScaler("cuda", enabled=precision == "fp16")

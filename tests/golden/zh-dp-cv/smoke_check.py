@@ -1,0 +1,117 @@
+"""What genie reads to judge a --smoke run; train.py imports it only under --smoke.
+
+Global rank 0 prints one line, ``GENIE_SMOKE {json}``: the world size and backend
+that trained, the first and last loss, whether every rank ends with identical weights,
+the validation accuracy, and whether the checkpoints written load into a fresh model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from checkpoint import load_state
+from model import build_model
+
+MARKER = "GENIE_SMOKE "
+FAULT = "GENIE_FAULT"  # genie's fault switch, for its reliability tests
+
+
+def emit(report: dict) -> None:
+    """Print the report line in one write, newline included, so that no other output
+    (another rank's, a progress bar's) can land inside it."""
+    sys.stdout.write(MARKER + json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+def arm_fault(model: nn.Module, marker_dir: Path) -> None:
+    """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
+    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
+    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
+    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    kind, _, rest = os.environ.get(FAULT, "").partition(":")
+    rank, _, arg = rest.partition(":")
+    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+        return
+    marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
+    at = int(arg) if kind == "kill" else 1
+    if kind == "kill" and marker.exists():
+        return
+    steps = 0
+
+    def fault() -> None:
+        nonlocal steps
+        steps += 1
+        if steps != at:
+            return
+        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        if kind == "hang":
+            while True:
+                time.sleep(1)
+        if kind == "raise":
+            raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
+        if kind == "exit":
+            os._exit(int(arg))
+        if kind == "kill":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def before_forward(module: nn.Module, inputs) -> None:
+        if module.training:  # training micro-batches, not validation
+            fault()
+
+    model.register_forward_pre_hook(before_forward)
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
+def checkpoint_loads(
+    directory, args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when last.pt and best.pt load strictly into a freshly built, unwrapped model
+    and last.pt holds exactly ``parameters`` (the weights training ended with)."""
+    fresh = build_model(args, num_classes)
+    fresh.load_state_dict(load_state(directory / "best.pt")["model"])
+    fresh.load_state_dict(load_state(directory / "last.pt")["model"])
+    return holds_exactly(fresh, parameters)
+
+
+def check_run(run, num_classes: int, seconds: float) -> None:
+    """Report a finished train.py run."""
+    args = run.args
+    parameters = list(run.model.parameters())
+    emit(
+        {
+            "world_size": 1,  # one process
+            "backend": "none",
+            "devices": max(torch.cuda.device_count(), 1),
+            # DataParallel holds one copy of the weights (replicated afresh each step),
+            # so there is nothing to compare across processes.
+            "replicas": 1,
+            "params_in_sync": None,
+            "device": run.device.type,
+            "precision": args.precision,
+            "steps": run.position.step,
+            "first_loss": run.first_loss.item() if run.first_loss is not None else None,
+            "last_loss": run.last_loss.item() if run.last_loss is not None else None,
+            "val_accuracy": run.monitor.metrics.get("accuracy"),
+            "checkpoint_loads": checkpoint_loads(
+                args.checkpoint_dir, args, num_classes, parameters
+            ),
+            "seconds": round(seconds, 3),
+        }
+    )

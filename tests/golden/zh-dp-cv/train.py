@@ -1,0 +1,278 @@
+"""Train proj with torch.nn.DataParallel.
+
+One Python process drives every GPU of this machine: each batch is split across the
+GPUs and the outputs are gathered on GPU 0. It is the simplest way to use several GPUs,
+but slower than DistributedDataParallel even on one node (one process, and the model is
+copied to every GPU every step); it cannot span nodes. To scale, regenerate the project
+with `genie new ... --framework ddp`.
+
+    bash launch/single_node.sh                 # python train.py
+    bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+import checkpoint
+import data
+from config import parse_args
+from evaluation import evaluate, split_dataset
+from model import build_model
+from optim import build_optimizer, lr_schedule, make_scaler
+from tracking import Monitor, Tracker
+
+log = logging.getLogger("train")
+
+MAIN_PROCESS = True  # one process: it logs, shows progress and checkpoints
+
+
+@dataclass
+class Run:
+    """What the training loop works with, built once by build_run()."""
+
+    args: argparse.Namespace
+    device: torch.device
+    model: nn.Module  # the plain model: checkpoints and evaluation read it
+    forward: nn.Module  # what trains: the DataParallel wrapper, compiled with --compile
+    optimizer: torch.optim.Optimizer
+    scaler: object  # a GradScaler, active for fp16 only
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    monitor: Monitor
+    position: checkpoint.Position
+    no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    first_loss: torch.Tensor | None = (
+        None  # the first and latest step loss, for --smoke
+    )
+    last_loss: torch.Tensor | None = None
+    best_epoch: int | None = None  # this run's epoch (0-based) with the best validation
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.args.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def optimizer_step(self) -> None:
+        if self.args.max_grad_norm > 0:  # 0 turns clipping off, as in Lightning and HF
+            self.scaler.unscale_(
+                self.optimizer
+            )  # clip the true gradients, not scaled ones
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.position.step += 1
+
+
+def train_epoch(run: Run, loader: DataLoader) -> tuple[torch.Tensor, int]:
+    """One pass over ``loader`` with gradient accumulation; returns the summed
+    micro-batch loss and the micro-batch count (for the epoch mean)."""
+    # A bar only where someone watches it: rank 0 on a terminal (not pipes or logs).
+    watched = MAIN_PROCESS and sys.stderr.isatty()
+    bar = tqdm(total=len(loader), disable=not watched, leave=False, dynamic_ncols=True)
+    with logging_redirect_tqdm():  # log lines go above the bar, never glued onto it
+        epoch_loss, batches = _micro_steps(run, loader, bar)
+    bar.close()
+    return epoch_loss, batches
+
+
+def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor, int]:
+    args, device = run.args, run.device
+    epoch_loss, batches = torch.zeros((), device=device), 0
+    micro_losses: list[torch.Tensor] = []  # the current optimizer step's
+    for i, batch in enumerate(loader):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        # Micro-batches in this optimizer step: --grad-accum, or what the epoch has left
+        group = min(
+            args.grad_accum, len(loader) - i // args.grad_accum * args.grad_accum
+        )
+        last_micro_step = len(micro_losses) + 1 == group
+        with contextlib.nullcontext() if last_micro_step else run.no_sync():
+            with run.autocast():
+                loss = nn.functional.cross_entropy(run.forward(**batch), labels)
+            # Scaled so that the step applies the mean gradient of its micro-batches.
+            run.scaler.scale(loss / group if group > 1 else loss).backward()
+        micro_losses.append(loss.detach())
+        batches += 1
+        bar.update()
+        if not last_micro_step:
+            continue
+        run.optimizer_step()
+        step_sum = micro_losses[0] if group == 1 else torch.stack(micro_losses).sum()
+        epoch_loss += step_sum
+        run.last_loss = step_sum / group
+        run.first_loss = run.last_loss if run.first_loss is None else run.first_loss
+        micro_losses = []
+        run.monitor.after_step(
+            run.position.step, run.last_loss, run.scheduler.get_last_lr()[0]
+        )
+        if args.max_steps is not None and run.position.step >= args.max_steps:
+            break
+    return epoch_loss, batches
+
+
+def fit(run: Run, loader: DataLoader) -> None:
+    """Train from run.position to --epochs (or --max-steps). Each epoch logs its mean
+    loss and samples/s, validates, and checkpoints (rank 0 writes)."""
+    args = run.args
+    for epoch in range(run.position.epoch + 1, args.epochs):
+        run.forward.train()
+        started = time.perf_counter()
+        loss_sum, batches = train_epoch(run, loader)
+        samples = batches * run.monitor.global_batch // args.grad_accum  # all processes
+        throughput = samples / (time.perf_counter() - started)
+        loss = (loss_sum / max(batches, 1)).item()
+        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        accuracy = run.monitor.validate(run.position.step)["accuracy"]
+        improved = accuracy > run.position.best  # the same on every rank: all-reduced
+        run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)
+        if improved:
+            run.best_epoch = epoch
+        state = checkpoint.training_state(
+            run.model, run.optimizer, run.scaler, run.scheduler, run.position
+        )
+        if MAIN_PROCESS:
+            checkpoint.save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
+        del state
+        if args.max_steps is not None and run.position.step >= args.max_steps:
+            break
+
+
+def summary_line(run: Run) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    args = run.args
+    if run.best_epoch is not None:
+        best = f"best validation accuracy {run.position.best:.4f}"
+        best += f" at epoch {run.best_epoch + 1}"
+    elif run.position.best >= 0:
+        best = f"best validation accuracy {run.position.best:.4f} (an earlier run)"
+    else:
+        best = "no validation yet"
+    line = (
+        f"done: {run.position.epoch + 1}/{args.epochs} epochs, {best}; "
+        f"checkpoints in {args.checkpoint_dir}/ (last.pt, best.pt)"
+    )
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
+
+
+def build_loaders(
+    args: argparse.Namespace, device: torch.device
+) -> tuple[DataLoader, DataLoader]:
+    data.prepare(args)
+    train_set, val_set = split_dataset(args)
+    # DataParallel splits each batch across the GPUs: --batch-size is per GPU.
+    # drop_last: no short last batch (BatchNorm cannot normalize a single sample).
+    batch_size = args.batch_size * max(torch.cuda.device_count(), 1)
+    loader = DataLoader(
+        train_set,
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=args.num_workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.num_workers > 0,
+    )
+    val_loader = DataLoader(
+        val_set, batch_size=batch_size, num_workers=args.num_workers
+    )
+    return loader, val_loader
+
+
+def build_run(
+    args: argparse.Namespace, device: torch.device, loader: DataLoader
+) -> Run:
+    """Model, optimizer and schedule, resumed with --resume."""
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    model = build_model(args, loader.dataset.num_classes).to(device)
+    optimizer = build_optimizer(model, args)
+    total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs
+    total_steps = min(total_steps, args.max_steps or total_steps)
+    parallel = nn.DataParallel(model) if torch.cuda.device_count() > 1 else model
+    run = Run(
+        args, device, model,
+        forward=torch.compile(parallel) if args.compile else parallel,
+        optimizer=optimizer, scaler=make_scaler(args.precision),
+        scheduler=lr_schedule(optimizer, total_steps, args.warmup_ratio),
+        monitor=Monitor(args, Tracker(args, True), loader.batch_size * args.grad_accum,
+                        total_steps),
+        position=checkpoint.Position(),
+    )  # fmt: skip
+    if args.resume or args.eval_only:
+        path = args.checkpoint_dir / "last.pt"
+        position = checkpoint.resume(path, model, optimizer, run.scaler, run.scheduler)
+        if position is None:
+            raise SystemExit(f"--resume: no checkpoint at {path}")
+        run.position, run.monitor.since_step = position, position.step
+        log.info(
+            "resumed from %s at epoch %d, step %d",
+            path,
+            position.epoch + 1,
+            position.step,
+        )
+    return run
+
+
+def train(args: argparse.Namespace) -> None:
+    device = (
+        torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    )
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
+    loader, val_loader = build_loaders(args, device)
+    run = build_run(args, device, loader)
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
+    run.monitor.evaluate = lambda: evaluate(
+        run.forward, val_loader, device, run.autocast
+    )
+    if args.eval_only:
+        log.info("validation: %s", json.dumps(run.monitor.evaluate()))
+        return
+    devices = max(torch.cuda.device_count(), 1)
+    log.info(
+        "DataParallel over %d %s; batch %d = %d per device x %d devices x %d accum",
+        devices, "GPUs" if device.type == "cuda" else "CPU", run.monitor.global_batch,
+        args.batch_size, devices, args.grad_accum,
+    )  # fmt: skip
+    started = time.perf_counter()
+    fit(run, loader)
+    run.monitor.tracker.close()
+    log.info(summary_line(run))
+    if args.smoke:
+        seconds = time.perf_counter() - started
+        smoke_check.check_run(run, loader.dataset.num_classes, seconds)
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(
+        stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(message)s"
+    )
+    train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Command-line options of train.py, with this project's defaults."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+import data
+
+# --smoke defaults: small enough to finish in seconds on two CPU processes.
+SMOKE_EPOCHS = 2
+SMOKE_BATCH_SIZE = 4
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--epochs", type=int, help="default: 3 (2 with --smoke)")
+    parser.add_argument(
+        "--batch-size", type=int, help="per process; default: 32 (4 with --smoke)"
+    )
+    parser.add_argument(
+        "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
+    )
+    parser.add_argument("--lr", type=float, default=0.001)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="gradient clipping norm (0: off)",
+    )
+    parser.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=0.05,
+        help="share of steps with linear LR warmup",
+    )
+    parser.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="bf16")
+    parser.add_argument("--compile", action="store_true", default=False)
+    parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="stop after this many steps"
+    )
+    parser.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the data held out for validation",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validations (0: once per epoch)",
+    )
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--num-workers", type=int, default=2, help="DataLoader workers per process"
+    )
+    parser.add_argument(
+        "--log-every", type=int, default=10, help="optimizer steps between logs"
+    )
+    parser.add_argument(
+        "--tracker",
+        choices=("tensorboard", "wandb", "mlflow", "none"),
+        default="tensorboard",
+        help="experiment tracker rank 0 logs to",
+    )
+    # --smoke writes under checkpoints/smoke and runs/smoke: a smoke run never replaces
+    # the checkpoints of real training.
+    parser.add_argument("--log-dir", type=Path, help="TensorBoard logs (default: runs)")
+    parser.add_argument("--checkpoint-dir", type=Path, help="default: checkpoints")
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=2,
+        help="checkpoints kept (besides the last and the best)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the last checkpoint"
+    )
+    parser.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=10.0,
+        help="minutes a collective may wait for the other ranks before it fails",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny model, synthetic data, a few steps, no downloads",
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Train proj with the Hugging Face Trainer (FSDP)."
+    )
+    add_training_arguments(parser)
+    add_run_arguments(parser)
+    data.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = SMOKE_EPOCHS if args.smoke else 3
+    if args.batch_size is None:
+        args.batch_size = SMOKE_BATCH_SIZE if args.smoke else 32
+    smoke = Path("smoke") if args.smoke else Path()
+    args.checkpoint_dir = args.checkpoint_dir or Path("checkpoints") / smoke
+    args.log_dir = args.log_dir or Path("runs") / smoke
+    if args.smoke:
+        args.num_workers = 0
+    if args.precision == "fp16" and not torch.cuda.is_available():
+        raise SystemExit(
+            "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
+        )
+    return args

@@ -1,0 +1,217 @@
+"""torch.distributed helpers: joining the process group, seeding, and the decisions
+that every rank must take together."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import logging
+import os
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from safetensors import safe_open
+
+
+def setup(timeout_minutes: float) -> torch.device:
+    """Join the process group torchrun prepared and pick this process's device."""
+    if "LOCAL_RANK" not in os.environ:
+        raise SystemExit(
+            "train.py runs under torchrun: use launch/single_node.sh (see README.md)"
+        )
+    # LOCAL_RANK numbers the processes of this node, so it indexes this node's GPUs.
+    # RANK is global: on every node but the first it would point past the last GPU.
+    local_rank = int(os.environ["LOCAL_RANK"])
+    # A rank stuck in a collective (a peer died, a node is unreachable) raises after
+    # this long, naming the collective, instead of hanging the whole job.
+    timeout = datetime.timedelta(minutes=timeout_minutes)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=timeout)
+    logging.basicConfig(
+        stream=sys.stdout,
+        level=logging.INFO if dist.get_rank() == 0 else logging.WARNING,
+        format=f"%(asctime)s [rank {dist.get_rank()}] %(message)s",
+    )
+    return device
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python and torch (every device). Call it with the same seed on every rank
+    before building the model (same initial weights), then with seed + rank, so that
+    dropout and augmentation differ across ranks as they should."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def all_rng_states() -> list[dict]:
+    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
+    states: list = [None] * dist.get_world_size()
+    dist.all_gather_object(states, rng_state())
+    return states
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+@contextlib.contextmanager
+def node_first() -> Iterator[None]:
+    """Run the body on local rank 0 of every node first, then on the other ranks.
+
+    Downloads and caches go to each node's own disk: once per node, not once per
+    job (without a shared filesystem, other nodes would have no data).
+    """
+    first = int(os.environ.get("LOCAL_RANK", "0")) == 0
+    if not first:
+        dist.barrier()
+    yield
+    if first:
+        dist.barrier()
+
+
+def collective_device() -> torch.device:
+    """Where a tensor must be for this process group's collectives: NCCL reduces only
+    CUDA tensors (the frameworks move the model back to the CPU when training ends)."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def every_rank(flag: bool) -> bool:
+    """True when ``flag`` holds on every rank: one decision for all of them."""
+    value = torch.tensor(int(flag), device=collective_device())
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())
+
+
+def any_rank(flag: bool) -> bool:
+    """True when ``flag`` holds on some rank: one decision for all of them."""
+    return not every_rank(not flag)
+
+
+def mean_across_ranks(value: torch.Tensor) -> float:
+    """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
+    total = value.detach().to(
+        device=collective_device(), dtype=torch.float32, copy=True
+    )
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total.item() / dist.get_world_size()
+
+
+def shutdown() -> None:
+    """Tear the process group down once everything that used it is gone.
+
+    Collect the model, optimizer and collective results first: otherwise gloo can abort
+    at exit while a worker thread frees the last collective's tensors
+    (pytorch/pytorch#190489).
+    """
+    gc.collect()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shared_checkpoint(found: Path | None, required: bool) -> Path | None:
+    """Rank 0's checkpoint to resume from, when every rank can read it.
+
+    The Trainer reads the checkpoint on every rank, so it must be on a filesystem
+    all nodes share; the ranks agree on that instead of each trusting its own disk.
+    """
+    chosen = [str(found) if found is not None else None]
+    dist.broadcast_object_list(chosen, src=0)
+    if chosen[0] is None:
+        if required:
+            raise SystemExit("--resume: no checkpoint to resume from")
+        return None
+    path = Path(chosen[0])
+    if not every_rank(path.exists()):
+        raise SystemExit(
+            f"{path} exists on rank 0 but not on every node: put --checkpoint-dir on a "
+            "filesystem all nodes share to resume"
+        )
+    if dist.get_rank() == 0:
+        logging.getLogger("train").info("resuming from %s", path)
+    return path
+
+
+def shapes(weights) -> dict[str, list[int]] | None:
+    """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
+    if not isinstance(weights, dict):
+        return None
+    return {name: list(t.shape) for name, t in weights.items() if hasattr(t, "shape")}
+
+
+def misfit(own: dict, theirs: dict | None) -> str | None:
+    """What keeps a checkpoint's weights (``theirs``) from loading into a model shaped
+    ``own`` (both name -> shape, see shapes()); None when they fit."""
+    if not theirs:
+        return "it is not a checkpoint of this project (no model weights in it)"
+    if own.keys() != theirs.keys():
+        missing = sorted(own.keys() - theirs.keys())
+        if missing:
+            return f"it lacks {missing[0]}"
+        return f"it has {sorted(theirs.keys() - own.keys())[0]}, unknown here"
+    for name, shape in own.items():
+        if theirs[name] != shape:
+            return f"{name} is {theirs[name]} there, {shape} here"
+    return None
+
+
+def stop_if_misfit(path: Path | str, problem: str | None) -> None:
+    """Stop a resume from ``path`` with one line when it was written for another model
+    (another size, task or framework), before loading it fails with a traceback."""
+    if problem is None:
+        return
+    message = (
+        f"--resume: {path} does not fit this model: {problem}; it was written for "
+        "another model size, task or framework (use another --checkpoint-dir, or "
+        "start afresh)"
+    )
+    if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
+        print(message, file=sys.stderr, flush=True)  # another rank has exited
+    raise SystemExit(1)
+
+
+def check_fits(model: torch.nn.Module, folder: Path | None) -> None:
+    """stop_if_misfit() for the Trainer's checkpoint ``folder`` (None: no resume), read
+    from the safetensors header alone (no tensor is loaded)."""
+    if folder is None:
+        return
+    weights, theirs = folder / "model.safetensors", None
+    if weights.is_file():
+        with safe_open(str(weights), framework="pt") as f:
+            theirs = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+    stop_if_misfit(folder, misfit(shapes(model.state_dict()), theirs))
+
+
+def shared_dir(folder: Path) -> bool:
+    """Whether every rank sees rank 0's ``folder``: a filesystem all nodes share."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".shared-{os.environ.get('TORCHELASTIC_RUN_ID', 'probe')}"
+    if dist.get_rank() == 0:
+        probe.touch()
+    dist.barrier()
+    shared = every_rank(probe.exists())
+    dist.barrier()  # every rank has looked before rank 0 removes it
+    if dist.get_rank() == 0:
+        probe.unlink()
+    return shared

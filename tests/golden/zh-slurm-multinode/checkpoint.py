@@ -1,0 +1,155 @@
+"""Checkpoints: written atomically by rank 0, read back to resume.
+
+A checkpoint holds everything a resume needs: weights, optimizer moments, loss scale,
+LR schedule, every rank's random-number state, and where training stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import dist_utils
+
+
+@dataclass
+class Position:
+    """Where training stands: last finished epoch, optimizer steps, best accuracy."""
+
+    epoch: int = -1
+    step: int = 0
+    best: float = -1.0
+
+
+def save_atomic(path: Path, state: dict) -> None:
+    """Write a temp file in the same directory, fsync it, rename it over ``path``, and
+    fsync the directory: a crash at any moment leaves the previous checkpoint whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself is durable only once its directory is
+    finally:
+        os.close(fd)
+
+
+def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) -> None:
+    """last.pt always; best.pt when validation improved; the newest --keep epoch-N.pt.
+
+    Each file appears atomically; best.pt and epoch-N.pt are hard links to the file just
+    written (no second write), or copies where the filesystem has no hard links.
+    """
+    last = directory / "last.pt"
+    save_atomic(last, state)
+    names = (["best.pt"] if improved else []) + (
+        [f"epoch-{state['epoch']:04d}.pt"] if keep else []
+    )
+    for name in names:
+        tmp = directory / (name + ".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        try:
+            os.link(last, tmp)
+        except OSError:
+            shutil.copyfile(last, tmp)
+        os.replace(tmp, directory / name)
+    fsync_directory(directory)
+    for old in sorted(directory.glob("epoch-*.pt"))[:-keep] if keep else []:
+        old.unlink()
+
+
+def load_state(path: Path) -> dict:
+    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
+    return torch.load(
+        path, map_location="cpu", weights_only=True
+    )  # tensors and plain data
+
+
+def shapes(weights) -> dict[str, list[int]] | None:
+    """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
+    if not isinstance(weights, dict):
+        return None
+    return {name: list(t.shape) for name, t in weights.items() if hasattr(t, "shape")}
+
+
+def misfit(own: dict, theirs: dict | None) -> str | None:
+    """What keeps a checkpoint's weights (``theirs``) from loading into a model shaped
+    ``own`` (both name -> shape, see shapes()); None when they fit."""
+    if not theirs:
+        return "it is not a checkpoint of this project (no model weights in it)"
+    if own.keys() != theirs.keys():
+        missing = sorted(own.keys() - theirs.keys())
+        if missing:
+            return f"it lacks {missing[0]}"
+        return f"it has {sorted(theirs.keys() - own.keys())[0]}, unknown here"
+    for name, shape in own.items():
+        if theirs[name] != shape:
+            return f"{name} is {theirs[name]} there, {shape} here"
+    return None
+
+
+def stop_if_misfit(path: Path | str, problem: str | None) -> None:
+    """Stop a resume from ``path`` with one line when it was written for another model
+    (another size, task or framework), before loading it fails with a traceback."""
+    if problem is None:
+        return
+    message = (
+        f"--resume: {path} does not fit this model: {problem}; it was written for "
+        "another model size, task or framework (use another --checkpoint-dir, or "
+        "start afresh)"
+    )
+    if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
+        print(message, file=sys.stderr, flush=True)  # another rank has exited
+    raise SystemExit(1)
+
+
+def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
+    """What a checkpoint holds; every rank calls it (it gathers)."""
+    model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
+    return {
+        "model": model_state,
+        "optimizer": optimizer_state,
+        "scaler": scaler.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": dist_utils.all_rng_states(),
+        **asdict(position),
+    }
+
+
+def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
+    """Load ``path`` into every rank (a collective); None when there is no checkpoint.
+
+    Only rank 0 writes checkpoints, so on clusters without a shared filesystem the other
+    nodes do not have the file: rank 0 reads it and sends it to every rank.
+    """
+    payload = [load_state(path) if dist.get_rank() == 0 and path.exists() else None]
+    dist.broadcast_object_list(payload, src=0)
+    state = payload[0]
+    if state is None:
+        return None
+    stop_if_misfit(path, misfit(shapes(model.state_dict()), shapes(state.get("model"))))
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    scheduler.load_state_dict(state["scheduler"])
+    if (
+        len(state["rng"]) == dist.get_world_size()
+    ):  # else: another world size, fresh seeds
+        dist_utils.set_rng_state(state["rng"][dist.get_rank()])
+    return Position(state["epoch"], state["step"], state["best"])

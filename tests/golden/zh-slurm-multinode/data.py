@@ -1,0 +1,55 @@
+"""The data: a synthetic classification set that a model can really learn.
+
+Plug in your own: return map-style ``Dataset``s from ``build_datasets`` whose items
+are dicts of tensors with a ``labels`` entry (the other entries are the model's inputs),
+and give it a ``num_classes`` attribute. Every rank must build the same dataset in the
+same order: ``DistributedSampler`` shards it by index.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.utils.data import Dataset
+
+IN_FEATURES = 32
+NUM_CLASSES = 10
+NUM_SAMPLES = 8192
+SMOKE_NUM_SAMPLES = 64
+
+
+class SyntheticClassification(Dataset):
+    """Gaussian inputs labelled by a fixed random linear teacher: learnable."""
+
+    num_classes = NUM_CLASSES
+
+    def __init__(self, num_samples: int, seed: int = 0) -> None:
+        generator = torch.Generator().manual_seed(seed)  # the same data on every rank
+        self.features = torch.randn(num_samples, IN_FEATURES, generator=generator)
+        teacher = torch.randn(IN_FEATURES, NUM_CLASSES, generator=generator)
+        self.labels = (self.features @ teacher).argmax(dim=1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"features": self.features[index], "labels": self.labels[index]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-samples", type=int, default=NUM_SAMPLES)
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Download or preprocess once per node (local rank 0, while the node's other ranks
+    wait); synthetic data needs nothing."""
+
+
+def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
+    """The same samples twice: for training, and for evaluation (which would skip any
+    augmentation). The held-out split is made from them in evaluation.py."""
+    dataset = SyntheticClassification(
+        SMOKE_NUM_SAMPLES if args.smoke else args.num_samples
+    )
+    return dataset, dataset

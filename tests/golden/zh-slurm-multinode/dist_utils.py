@@ -1,0 +1,128 @@
+"""torch.distributed helpers: joining the process group, seeding, and the decisions
+that every rank must take together."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import logging
+import os
+import random
+import sys
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+
+
+def setup(timeout_minutes: float) -> torch.device:
+    """Join the process group torchrun prepared and pick this process's device."""
+    if "LOCAL_RANK" not in os.environ:
+        raise SystemExit(
+            "train.py runs under torchrun: use launch/single_node.sh (see README.md)"
+        )
+    # LOCAL_RANK numbers the processes of this node, so it indexes this node's GPUs.
+    # RANK is global: on every node but the first it would point past the last GPU.
+    local_rank = int(os.environ["LOCAL_RANK"])
+    # A rank stuck in a collective (a peer died, a node is unreachable) raises after
+    # this long, naming the collective, instead of hanging the whole job.
+    timeout = datetime.timedelta(minutes=timeout_minutes)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=timeout)
+    logging.basicConfig(
+        stream=sys.stdout,
+        level=logging.INFO if dist.get_rank() == 0 else logging.WARNING,
+        format=f"%(asctime)s [rank {dist.get_rank()}] %(message)s",
+    )
+    return device
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python and torch (every device). Call it with the same seed on every rank
+    before building the model (same initial weights), then with seed + rank, so that
+    dropout and augmentation differ across ranks as they should."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def all_rng_states() -> list[dict]:
+    """Every rank's random-number state, gathered (a collective: all ranks call it)."""
+    states: list = [None] * dist.get_world_size()
+    dist.all_gather_object(states, rng_state())
+    return states
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+@contextlib.contextmanager
+def node_first() -> Iterator[None]:
+    """Run the body on local rank 0 of every node first, then on the other ranks.
+
+    Downloads and caches go to each node's own disk: once per node, not once per
+    job (without a shared filesystem, other nodes would have no data).
+    """
+    first = int(os.environ.get("LOCAL_RANK", "0")) == 0
+    if not first:
+        dist.barrier()
+    yield
+    if first:
+        dist.barrier()
+
+
+def collective_device() -> torch.device:
+    """Where a tensor must be for this process group's collectives: NCCL reduces only
+    CUDA tensors (the frameworks move the model back to the CPU when training ends)."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def every_rank(flag: bool) -> bool:
+    """True when ``flag`` holds on every rank: one decision for all of them."""
+    value = torch.tensor(int(flag), device=collective_device())
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())
+
+
+def any_rank(flag: bool) -> bool:
+    """True when ``flag`` holds on some rank: one decision for all of them."""
+    return not every_rank(not flag)
+
+
+def mean_across_ranks(value: torch.Tensor) -> float:
+    """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
+    total = value.detach().to(
+        device=collective_device(), dtype=torch.float32, copy=True
+    )
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total.item() / dist.get_world_size()
+
+
+def shutdown() -> None:
+    """Tear the process group down once everything that used it is gone.
+
+    Collect the model, optimizer and collective results first: otherwise gloo can abort
+    at exit while a worker thread frees the last collective's tensors
+    (pytorch/pytorch#190489).
+    """
+    gc.collect()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,138 @@
+"""What genie reads to judge a --smoke run; train.py imports it only under --smoke.
+
+Global rank 0 prints one line, ``GENIE_SMOKE {json}``: the world size and backend
+that trained, the first and last loss, whether every rank ends with identical weights,
+the validation accuracy, and whether the checkpoints written load into a fresh model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from checkpoint import load_state
+from dist_utils import collective_device, mean_across_ranks
+from model import build_model
+
+MARKER = "GENIE_SMOKE "
+FAULT = "GENIE_FAULT"  # genie's fault switch, for its reliability tests
+
+
+def emit(report: dict) -> None:
+    """Print the report line in one write, newline included, so that no other output
+    (another rank's, a progress bar's) can land inside it."""
+    sys.stdout.write(MARKER + json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+def arm_fault(model: nn.Module, marker_dir: Path) -> None:
+    """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
+    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
+    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
+    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    kind, _, rest = os.environ.get(FAULT, "").partition(":")
+    rank, _, arg = rest.partition(":")
+    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+        return
+    marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
+    at = int(arg) if kind == "kill" else 1
+    if kind == "kill" and marker.exists():
+        return
+    steps = 0
+
+    def fault() -> None:
+        nonlocal steps
+        steps += 1
+        if steps != at:
+            return
+        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        if kind == "hang":
+            while True:
+                time.sleep(1)
+        if kind == "raise":
+            raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
+        if kind == "exit":
+            os._exit(int(arg))
+        if kind == "kill":
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def before_forward(module: nn.Module, inputs) -> None:
+        if module.training:  # training micro-batches, not validation
+            fault()
+
+    model.register_forward_pre_hook(before_forward)
+
+
+def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
+    """True when ``model``'s parameters equal ``parameters``, one for one."""
+    saved = list(model.parameters())
+    return len(saved) == len(parameters) and all(
+        torch.equal(saved[i], parameters[i].detach().cpu()) for i in range(len(saved))
+    )
+
+
+def params_in_sync(parameters: list[torch.Tensor]) -> bool:
+    """True when all ranks hold identical parameters (elementwise max == min)."""
+    device = collective_device()
+    flat = torch.cat(
+        [
+            p.detach().to(device=device, dtype=torch.float32).reshape(-1)
+            for p in parameters
+        ]
+    )
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    return bool(torch.equal(high, low))
+
+
+def report(first_loss, last_loss, parameters: list[torch.Tensor], **facts) -> dict:
+    """The smoke facts; every rank must call it (it runs collectives)."""
+    return {
+        "world_size": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        **facts,
+        "first_loss": mean_across_ranks(first_loss) if first_loss is not None else None,
+        "last_loss": mean_across_ranks(last_loss) if last_loss is not None else None,
+        "params_in_sync": params_in_sync(parameters),
+    }
+
+
+def checkpoint_loads(
+    directory, args, num_classes: int, parameters: list[torch.Tensor]
+) -> bool:
+    """True when last.pt and best.pt load strictly into a freshly built, unwrapped model
+    and last.pt holds exactly ``parameters`` (the weights training ended with)."""
+    fresh = build_model(args, num_classes)
+    fresh.load_state_dict(load_state(directory / "best.pt")["model"])
+    fresh.load_state_dict(load_state(directory / "last.pt")["model"])
+    return holds_exactly(fresh, parameters)
+
+
+def check_run(run, num_classes: int, seconds: float) -> None:
+    """Report a finished train.py run; every rank calls it (it runs collectives)."""
+    args = run.args
+    parameters = list(run.model.parameters())
+    dist.barrier()  # rank 0's checkpoints are on disk
+    main = dist.get_rank() == 0
+    loads = not main or checkpoint_loads(
+        args.checkpoint_dir, args, num_classes, parameters
+    )
+    facts = report(
+        run.first_loss, run.last_loss, parameters,
+        val_accuracy=run.monitor.metrics.get("accuracy"), checkpoint_loads=loads,
+        device=run.device.type, precision=args.precision, steps=run.position.step,
+        seconds=round(seconds, 3),
+    )  # fmt: skip
+    if main:
+        emit(facts)

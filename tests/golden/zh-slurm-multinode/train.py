@@ -1,0 +1,295 @@
+"""Train proj with PyTorch DistributedDataParallel (DDP).
+
+One process per device, started by torchrun (see launch/ and README.md):
+
+    bash launch/single_node.sh                 # this machine, 4 processes
+    bash launch/single_node.sh --smoke         # tiny model, synthetic data, a few steps
+    bash launch/single_node.sh --resume        # continue from checkpoints/last.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+import checkpoint
+import data
+import dist_utils
+from config import parse_args
+from evaluation import evaluate, split_dataset
+from model import build_model
+from optim import build_optimizer, lr_schedule, make_scaler
+from tracking import Monitor, Tracker
+
+log = logging.getLogger("train")
+
+# torchrun numbers the processes; global rank 0 logs, shows progress and checkpoints.
+MAIN_PROCESS = int(os.environ.get("RANK", "0")) == 0
+
+
+@dataclass
+class Run:
+    """What the training loop works with, built once by build_run()."""
+
+    args: argparse.Namespace
+    device: torch.device
+    model: nn.Module  # the plain model: checkpoints and evaluation read it
+    forward: nn.Module  # what trains: the DDP wrapper, compiled with --compile
+    optimizer: torch.optim.Optimizer
+    scaler: object  # a GradScaler, active for fp16 only
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    monitor: Monitor
+    position: checkpoint.Position
+    no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    first_loss: torch.Tensor | None = (
+        None  # the first and latest step loss, for --smoke
+    )
+    last_loss: torch.Tensor | None = None
+    best_epoch: int | None = None  # this run's epoch (0-based) with the best validation
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.args.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def optimizer_step(self) -> None:
+        if self.args.max_grad_norm > 0:  # 0 turns clipping off, as in Lightning and HF
+            self.scaler.unscale_(
+                self.optimizer
+            )  # clip the true gradients, not scaled ones
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.position.step += 1
+
+
+def train_epoch(run: Run, loader: DataLoader) -> tuple[torch.Tensor, int]:
+    """One pass over ``loader`` with gradient accumulation; returns the summed
+    micro-batch loss and the micro-batch count (for the epoch mean)."""
+    # A bar only where someone watches it: rank 0 on a terminal (not pipes or logs).
+    watched = MAIN_PROCESS and sys.stderr.isatty()
+    bar = tqdm(total=len(loader), disable=not watched, leave=False, dynamic_ncols=True)
+    with logging_redirect_tqdm():  # log lines go above the bar, never glued onto it
+        epoch_loss, batches = _micro_steps(run, loader, bar)
+    bar.close()
+    return epoch_loss, batches
+
+
+def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor, int]:
+    args, device = run.args, run.device
+    epoch_loss, batches = torch.zeros((), device=device), 0
+    micro_losses: list[torch.Tensor] = []  # the current optimizer step's
+    for i, batch in enumerate(loader):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        # Micro-batches in this optimizer step: --grad-accum, or what the epoch has left
+        group = min(
+            args.grad_accum, len(loader) - i // args.grad_accum * args.grad_accum
+        )
+        last_micro_step = len(micro_losses) + 1 == group
+        # no_sync skips the gradient all-reduce on all but the last micro-step;
+        # gradients accumulate locally and are averaged once, before the step.
+        with contextlib.nullcontext() if last_micro_step else run.no_sync():
+            with run.autocast():
+                loss = nn.functional.cross_entropy(run.forward(**batch), labels)
+            # Scaled so that the step applies the mean gradient of its micro-batches.
+            run.scaler.scale(loss / group if group > 1 else loss).backward()
+        micro_losses.append(loss.detach())
+        batches += 1
+        bar.update()
+        if not last_micro_step:
+            continue
+        run.optimizer_step()
+        step_sum = micro_losses[0] if group == 1 else torch.stack(micro_losses).sum()
+        epoch_loss += step_sum
+        run.last_loss = step_sum / group
+        run.first_loss = run.last_loss if run.first_loss is None else run.first_loss
+        micro_losses = []
+        run.monitor.after_step(
+            run.position.step, run.last_loss, run.scheduler.get_last_lr()[0]
+        )
+        if args.max_steps is not None and run.position.step >= args.max_steps:
+            break
+    return epoch_loss, batches
+
+
+def fit(run: Run, loader: DataLoader) -> None:
+    """Train from run.position to --epochs (or --max-steps). Each epoch logs its mean
+    loss and samples/s, validates, and checkpoints (rank 0 writes)."""
+    args = run.args
+    for epoch in range(run.position.epoch + 1, args.epochs):
+        # Without set_epoch every epoch would replay the same shuffle on every rank.
+        loader.sampler.set_epoch(epoch)
+        run.forward.train()
+        started = time.perf_counter()
+        loss_sum, batches = train_epoch(run, loader)
+        samples = batches * run.monitor.global_batch // args.grad_accum  # all processes
+        throughput = samples / (time.perf_counter() - started)
+        loss = dist_utils.mean_across_ranks(loss_sum / max(batches, 1))
+        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        accuracy = run.monitor.validate(run.position.step)["accuracy"]
+        improved = accuracy > run.position.best  # the same on every rank: all-reduced
+        run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)
+        if improved:
+            run.best_epoch = epoch
+        state = checkpoint.training_state(
+            run.model, run.optimizer, run.scaler, run.scheduler, run.position
+        )
+        if MAIN_PROCESS:
+            checkpoint.save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
+        del state
+        if args.max_steps is not None and run.position.step >= args.max_steps:
+            break
+
+
+def summary_line(run: Run) -> str:
+    """The one line a run ends with: epochs, best validation, where the results are."""
+    args = run.args
+    if run.best_epoch is not None:
+        best = f"best validation accuracy {run.position.best:.4f}"
+        best += f" at epoch {run.best_epoch + 1}"
+    elif run.position.best >= 0:
+        best = f"best validation accuracy {run.position.best:.4f} (an earlier run)"
+    else:
+        best = "no validation yet"
+    line = (
+        f"done: {run.position.epoch + 1}/{args.epochs} epochs, {best}; "
+        f"checkpoints in {args.checkpoint_dir}/ (last.pt, best.pt)"
+    )
+    if args.tracker != "none":
+        line += f", {args.tracker} logs in {args.log_dir}/"
+    return line
+
+
+def build_loaders(
+    args: argparse.Namespace, device: torch.device
+) -> tuple[DataLoader, DataLoader]:
+    # Once per node: without a shared disk, every node needs its own download.
+    with dist_utils.node_first():
+        data.prepare(args)
+    train_set, val_set = split_dataset(args)
+    # Each rank reads a disjoint shard of every epoch. drop_last: no short last batch
+    # (BatchNorm cannot normalize a batch of one sample).
+    loader = DataLoader(
+        train_set,
+        batch_size=args.batch_size,
+        sampler=DistributedSampler(train_set, seed=args.seed),
+        drop_last=True,
+        num_workers=args.num_workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=args.num_workers > 0,
+    )
+    # Validation in order, padded to equal batch counts; evaluate() drops the padding.
+    val_loader = DataLoader(
+        val_set,
+        batch_size=args.batch_size,
+        sampler=DistributedSampler(val_set, shuffle=False),
+        num_workers=args.num_workers,
+        pin_memory=device.type == "cuda",
+    )
+    return loader, val_loader
+
+
+def build_run(
+    args: argparse.Namespace, device: torch.device, loader: DataLoader
+) -> Run:
+    """Model, optimizer and schedule on this rank, resumed when asked or restarted."""
+    dist_utils.seed_all(args.seed)  # the same initial weights on every rank
+    model = build_model(args, loader.dataset.num_classes).to(device)
+    dist_utils.seed_all(args.seed + dist.get_rank())  # distinct dropout on every rank
+    optimizer = build_optimizer(model, args)
+    total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs
+    total_steps = min(total_steps, args.max_steps or total_steps)
+    global_batch = args.batch_size * dist.get_world_size() * args.grad_accum
+    # DDP broadcasts rank 0's weights here, then all-reduces gradients in backward().
+    wrapped = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    no_sync = wrapped.no_sync
+    run = Run(
+        args, device, model,
+        forward=torch.compile(wrapped) if args.compile else wrapped,
+        optimizer=optimizer, scaler=make_scaler(args.precision),
+        scheduler=lr_schedule(optimizer, total_steps, args.warmup_ratio),
+        monitor=Monitor(args, Tracker(args, MAIN_PROCESS), global_batch, total_steps),
+        position=checkpoint.Position(), no_sync=no_sync,
+    )  # fmt: skip
+    # torchrun restarts every worker after a failure (--max_restarts). It counts
+    # restarts per node, so the ranks agree on resuming (not each by its own count).
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    if dist_utils.any_rank(args.resume or args.eval_only or restarted):
+        path = args.checkpoint_dir / "last.pt"
+        position = checkpoint.resume(path, model, optimizer, run.scaler, run.scheduler)
+        if position is None and (args.resume or args.eval_only):
+            raise SystemExit(f"--resume: no checkpoint at {path}")
+        if position is not None:
+            run.position = position
+            run.monitor.since_step = position.step
+            log.info(
+                "resumed from %s at epoch %d, step %d",
+                path,
+                position.epoch + 1,
+                position.step,
+            )
+    return run
+
+
+def train(args: argparse.Namespace, device: torch.device) -> None:
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
+    loader, val_loader = build_loaders(args, device)
+    run = build_run(args, device, loader)
+    if args.smoke:
+        import smoke_check
+
+        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
+    run.monitor.evaluate = lambda: evaluate(run.model, val_loader, device, run.autocast)
+    if args.eval_only:
+        log.info("validation: %s", json.dumps(run.monitor.evaluate()))
+        return
+    world_size = dist.get_world_size()
+    log.info(
+        "world size %d on %s (%s); global batch %d = %d per rank x %d ranks x %d accum",
+        world_size, device.type, dist.get_backend(), run.monitor.global_batch,
+        args.batch_size, world_size, args.grad_accum,
+    )  # fmt: skip
+    started = time.perf_counter()
+    fit(run, loader)
+    run.monitor.tracker.close()
+    log.info(summary_line(run))
+    if args.smoke:
+        seconds = time.perf_counter() - started
+        smoke_check.check_run(run, loader.dataset.num_classes, seconds)
+
+
+# torchrun then shows the exception a failed rank raised, not only its exit code
+@record
+def main() -> None:
+    args = parse_args()
+    device = dist_utils.setup(args.dist_timeout)
+    try:
+        train(args, device)
+    finally:
+        dist_utils.shutdown()  # after train() returned: its tensors are garbage now
+
+
+if __name__ == "__main__":
+    main()
