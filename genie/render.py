@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from genie import __version__, compat, contract, launch
+from genie import __version__, compat, contract, launch, scratch
 from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError
 from genie.i18n import N_, Translations, _, translations
@@ -206,7 +206,7 @@ def render(spec: Spec) -> dict[str, bytes]:
 
     wanted = [path for path, _what in project_files(spec) if path != ANSWERS_FILE]
     files: dict[str, bytes] = {}
-    with tempfile.TemporaryDirectory(prefix="genie-render-") as tmp:
+    with scratch.directory("render") as tmp:
         config = Path(tmp, "cookiecutter.yml")
         # Keep cookiecutter's replay files and clone cache out of the user's home.
         config.write_text(f"replay_dir: {tmp}/replay\ncookiecutters_dir: {tmp}/cache\n")

@@ -13,14 +13,13 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import compat, contract, launch, smoke_process
+from genie import compat, contract, launch, scratch, smoke_process
 from genie.detect import Machine
 from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
@@ -203,7 +202,7 @@ def run(
         from genie import smoke_nodes
 
         return smoke_nodes.run(spec, project, machine, timeout, echo, python)
-    with tempfile.TemporaryDirectory(prefix="genie-smoke-") as checkpoints:
+    with scratch.directory("smoke") as checkpoints:
         p = plan(spec, machine, Path(checkpoints), python)
         with _quiet_on_interrupt(echo) as gated:
             out = smoke_process.execute(p.argv, project, {**os.environ, **p.env}, timeout, gated)

@@ -13,11 +13,10 @@ import re
 import shutil
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from genie import contract, smoke_process
+from genie import contract, scratch, smoke_process
 from genie.detect import Machine
 from genie.i18n import _
 from genie.smoke import (
@@ -193,7 +192,7 @@ def run(
     """Simulate the nodes on this host; never raises for a failing project."""
     # The script runs `torchrun`: the one next to the interpreter that has the packages.
     path = f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    with tempfile.TemporaryDirectory(prefix="genie-nodes-") as workdir:
+    with scratch.directory("nodes") as workdir:
         p = plan(spec, machine, Path(workdir), free_port(), addr)
         jobs = []
         for node in p.nodes:

@@ -64,10 +64,32 @@ def test_killed_while_generating_leaves_no_project_and_a_rerun_cleans_up(tmp_pat
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "proj").exists()  # absent, never half written
-    again = run_genie("new", "proj", "--yes", "--no-smoke", cwd=tmp_path)
+    left = list((tmp_path / "tmp").glob("genie-*"))  # what the killed genie could not remove
+    assert left or point != "render"
+    again = run_genie("new", "proj", "--yes", "--no-smoke", cwd=tmp_path,
+                      TMPDIR=str(tmp_path / "tmp"))  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert_complete(tmp_path / "proj")
     assert staging_dirs(tmp_path) == []  # the killed run's staging directory is gone
+    assert list((tmp_path / "tmp").glob("genie-*")) == []  # and its render directory
+
+
+def test_the_sweep_removes_only_directories_of_dead_genies(tmp_path, monkeypatch):
+    from genie import scratch
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # reaped: its pid names no process now
+    mine = tmp_path / f"genie-smoke-{os.getpid()}-abc"
+    theirs = tmp_path / f"genie-render-{dead.pid}-xyz"
+    other = tmp_path / "genie-notes"
+    for folder in (mine, theirs, other):
+        folder.mkdir()
+    (theirs / "train.py").write_text("x")
+    assert scratch.sweep() == [theirs]
+    assert mine.is_dir() and other.is_dir() and not theirs.exists()
+    with scratch.directory("render") as made:
+        assert Path(made).name.startswith(f"genie-render-{os.getpid()}-")
 
 
 def test_killed_during_force_leaves_whole_files_and_force_finishes(tmp_path):

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import probe, smoke_process
+from genie import probe, scratch, smoke_process
 from genie.detect import Machine
 from genie.i18n import _
 from genie.smoke import SmokePlan, SmokeResult
@@ -95,7 +94,7 @@ def run(
     with relative paths, such as checkpoints, is thrown away and cannot replace a file of the
     user's); never raises for a failing script."""
     if cwd is None:
-        with tempfile.TemporaryDirectory(prefix="genie-check-") as temporary:
+        with scratch.directory("check") as temporary:
             return run(script, args, machine, timeout, echo, python, Path(temporary))
     p = plan(script.absolute(), args, machine, python)
     run_ = smoke_process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
