@@ -355,6 +355,10 @@ def main(argv: list[str] | None = None) -> None:
             _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
         _fail(_("interrupted; nothing written"), 130)
     except click.ClickException as err:
+        if isinstance(err, click.NoSuchOption) and err.option_name == "--lang":
+            name = err.ctx.info_name if err.ctx else "new"
+            _fail(_("--lang is genie's own option: put it before the command, e.g. "
+                    "genie --lang zh {c} ...").format(c=name), 2)  # fmt: skip
         if isinstance(err, click.NoSuchOption):
             _suggest(err)
         err.show()

@@ -340,3 +340,12 @@ def test_the_chinese_readme_follows_the_english_one_branch_for_branch():
     english_shape = [re.sub(r"^## .*", "##", x) for x in english_shape]
     chinese_shape = [re.sub(r"^## .*", "##", x) for x in shape(chinese)]
     assert chinese_shape == english_shape
+
+
+def test_lang_after_the_command_says_where_it_goes(tmp_path):
+    result = run_genie("new", "demo", "--lang", "zh", cwd=tmp_path)
+    assert result.returncode == 2 and list(tmp_path.iterdir()) == []
+    assert result.stderr.strip().splitlines() == [
+        "error: --lang is genie's own option: put it before the command, e.g. "
+        "genie --lang zh new ..."
+    ]
