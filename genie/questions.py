@@ -109,7 +109,8 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "rdzv", str, _("Rendezvous backend?"),
-        _("c10d rendezvous survives a node restart; static needs fixed node ranks."),
+        _("c10d: after a failure torchrun restarts every worker and training resumes from the "
+          "last checkpoint; static needs fixed node ranks and stops on a failure."),
         default=_const("c10d"), choices=("c10d", "static"), applies=_multi_node,
     ),
     Field(
