@@ -43,7 +43,9 @@ _DETECTED: dict[str, Callable[[Machine], str | None]] = {
 def _hint(field: Field, machine: Machine) -> str:
     """The question's hint (questionary puts a space after it, except for yes/no)."""
     detected = _DETECTED.get(field.name, lambda m: None)(machine)
-    return f"({field.help}" + (f" {detected}." if detected else "") + ")"
+    if detected:
+        return _("({help} {detected}.)").format(help=field.help, detected=detected)
+    return _("({help})").format(help=field.help)
 
 
 def _validator(field: Field, answers: Answers) -> Callable[[str], Any]:
