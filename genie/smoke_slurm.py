@@ -15,7 +15,7 @@ from typing import Callable
 from genie import launch, smoke_process
 from genie.errors import GenieError
 from genie.i18n import _
-from genie.smoke import SmokePlan, SmokeResult, judge, parse_reports, run_env
+from genie.smoke import SmokePlan, SmokeResult, failed_rank, judge, parse_reports, run_env
 from genie.spec import Spec
 
 POLL = 0.5  # seconds between looks at the job's output file
@@ -104,6 +104,8 @@ def run(
         )  # fmt: skip
     elif not job_id:
         problems.insert(0, _("sbatch refused the job: {e}").format(e=errors.strip()))
+    elif culprit := failed_rank("".join(lines)):  # as on this machine: which rank, and how
+        problems.insert(0, culprit)
     return SmokeResult(
         p, proc.returncode, time.perf_counter() - started, timed_out,
         reports[-1] if reports else None, problems, "".join(lines),

@@ -136,6 +136,9 @@ dist.all_gather(weights, fresh[0].sum().reshape(1))
 if dist.get_rank() == 0:
     print("MASKS_DIFFER", not torch.equal(masks[0], masks[1]))
     print("INIT_EQUAL", torch.equal(weights[0], weights[1]))
+# as train.py does: nothing that used the process group may outlive it, or gloo can abort
+# at exit (pytorch/pytorch#190489; seen once in CI when these were still referenced)
+del run, loader, before, fresh, mask, masks, weights
 dist_utils.shutdown()
 """
 

@@ -77,9 +77,12 @@ def test_genie_smoke_on_slurm_passes_through_the_batch_script(slurm_runs, framew
 
 def test_a_rank_that_raises_on_slurm_fails_with_that_ranks_error(slurm_runs):
     _project, result = slurm_runs["raises"]
-    assert result.returncode == 1
-    assert "injected failure on rank 1" in result.stdout
-    assert "smoke test failed" in result.stderr
+    everything = result.stdout + "\n----- stderr\n" + result.stderr  # all of it, if this fails
+    assert result.returncode == 1, everything
+    assert "injected failure on rank 1" in result.stdout, everything
+    assert (
+        "rank 1 failed first: RuntimeError: injected failure on rank 1" in result.stderr
+    ), everything
 
 
 def test_a_hanging_job_is_cancelled_at_the_timeout(slurm_runs, slurm):
