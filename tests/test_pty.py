@@ -11,9 +11,9 @@ import pexpect
 ENV = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
 
 
-def spawn(tmp_path, *args: str) -> pexpect.spawn:
+def spawn(tmp_path, *args: str, env: dict[str, str] = ENV) -> pexpect.spawn:
     return pexpect.spawn(
-        sys.executable, ["-m", "genie", "new", *args], cwd=str(tmp_path), env=ENV,
+        sys.executable, ["-m", "genie", "new", *args], cwd=str(tmp_path), env=env,
         encoding="utf-8", timeout=60, dimensions=(40, 120),
     )  # fmt: skip
 
@@ -100,10 +100,7 @@ ZH_ENV = {**ENV, "LANGUAGE": "", "LC_ALL": "", "LC_MESSAGES": "", "LANG": "zh_CN
 
 
 def spawn_zh(tmp_path, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(
-        sys.executable, ["-m", "genie", "new", *args], cwd=str(tmp_path), env=ZH_ENV,
-        encoding="utf-8", timeout=60, dimensions=(40, 120),
-    )  # fmt: skip
+    return spawn(tmp_path, *args, env=ZH_ENV)
 
 
 def test_the_whole_wizard_in_chinese_with_arrow_keys_and_a_rejected_value(tmp_path):
