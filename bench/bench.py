@@ -31,7 +31,8 @@ import sys, tempfile
 from pathlib import Path
 import black
 from cookiecutter.main import cookiecutter
-from genie import render
+from genie.generate import engine
+from genie.generate import context as template_context
 from genie.detect import machine
 from genie.spec import build_spec
 
@@ -40,8 +41,9 @@ out = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as tmp:
     cfg = Path(tmp, "c.yml")
     cfg.write_text(f"replay_dir: {tmp}/r\\ncookiecutters_dir: {tmp}/c\\n")
-    project = cookiecutter(str(render.template_root()), no_input=True, output_dir=str(out),
-                           extra_context={"_genie": render.context(spec)}, config_file=str(cfg))
+    project = cookiecutter(str(engine.template_root()), no_input=True, output_dir=str(out),
+                           extra_context={"_genie": template_context.context(spec)},
+                           config_file=str(cfg))
     for path in Path(project).rglob("*.py"):
         path.write_text(black.format_str(path.read_text(), mode=black.Mode()))
 """

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from genie import render  # noqa: E402
 from genie.detect import Machine  # noqa: E402
+from genie.generate import engine
 from genie.registry import FRAMEWORKS  # noqa: E402
 from genie.spec import build_spec  # noqa: E402
 
@@ -65,7 +65,7 @@ def project_sizes() -> dict[str, dict[str, Size]]:
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
     sizes = {}
     for framework in FRAMEWORKS:
-        files = render.render(build_spec({"name": "proj", "framework": framework}, machine))
+        files = engine.render(build_spec({"name": "proj", "framework": framework}, machine))
         sizes[framework] = {
             path: measure(data.decode())
             for path, data in files.items()

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
     from genie.detect import Machine
     from genie.doctor import Result as DoctorResult
-    from genie.launch import Command
-    from genie.smoke import SmokeResult
-    from genie.smoke_signatures import Explanation
+    from genie.generate.launch import Command
+    from genie.smoke.plan import SmokeResult
+    from genie.smoke.signatures import Explanation
     from genie.spec import Spec
 
 
@@ -45,7 +45,7 @@ def info(message: str) -> None:
 def summary(spec: Spec, machine: Machine | None = None) -> None:
     from rich.table import Table
 
-    from genie.spec import FIELD_BY_NAME
+    from genie.spec.questions import FIELD_BY_NAME
 
     table = Table(title=_("Project {n}").format(n=spec.name), show_header=False, box=None)
     for key, value in spec.answers().items():
@@ -81,7 +81,7 @@ def files(target: str, described: list[tuple[str, str]]) -> None:
 def commands(target: str, cmds: list[Command]) -> None:
     import shlex
 
-    from genie.launch import shell_join
+    from genie.generate.launch import shell_join
 
     # quoted: pasted into a shell; soft_wrap: never broken into two lines, at any width
     console().print(

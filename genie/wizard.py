@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from genie import rules
-from genie import spec as spec_mod
 from genie.detect import Machine
 from genie.errors import SpecError
-from genie.fields import Answers, Field
 from genie.i18n import _, ngettext
-from genie.spec import FIELD_BY_NAME, FIELDS, Spec
+from genie.spec import build as spec_mod
+from genie.spec import rules
+from genie.spec.build import Spec
+from genie.spec.fields import Answers, Field
+from genie.spec.questions import FIELD_BY_NAME, FIELDS
 
 # Asked before the summary; the rest is asked only under "Customize training settings".
 ESSENTIALS = ("nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch", "task",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from genie import cli, render, wizard
+from genie import cli, wizard
+from genie.spec.answers import ANSWERS_FILE
 
 from .conftest import GENIE, run_genie, tree
 
@@ -47,7 +48,7 @@ def start_paused(cwd: Path, point: str, *args: str) -> subprocess.Popen:
 
 def assert_complete(project: Path) -> None:
     """Every file the answers file lists is there with the content genie recorded."""
-    answers = yaml.safe_load((project / render.ANSWERS_FILE).read_text())
+    answers = yaml.safe_load((project / ANSWERS_FILE).read_text())
     files = answers["files"]
     assert {"train.py", "README.md", "launch/single_node.sh"} <= set(files)
     for path, digest in files.items():
@@ -102,7 +103,7 @@ def test_killed_during_force_leaves_whole_files_and_force_finishes(tmp_path):
     proc.wait()
     after = tree(tmp_path / "proj")
     assert after["notes.txt"] == b"mine" and set(after) == set(before)
-    assert after[render.ANSWERS_FILE] == before[render.ANSWERS_FILE]  # the answers file is last
+    assert after[ANSWERS_FILE] == before[ANSWERS_FILE]  # the answers file is last
     again = run_genie(
         "new", "proj", "--yes", "--no-smoke", "--force", "--epochs", "5", cwd=tmp_path
     )
@@ -113,7 +114,7 @@ def test_killed_during_force_leaves_whole_files_and_force_finishes(tmp_path):
     assert all(after[p] in (before[p], final[p]) for p in after)
     assert after != before and after != final  # killed half way through
     assert final["notes.txt"] == b"mine"
-    assert "epochs: 5" in (tmp_path / "proj" / render.ANSWERS_FILE).read_text()
+    assert "epochs: 5" in (tmp_path / "proj" / ANSWERS_FILE).read_text()
     assert staging_dirs(tmp_path) == []
 
 

@@ -155,8 +155,8 @@ def _new(tmp_path, *args: str):
 
 
 def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
-    from genie import launch, render
     from genie.detect import Machine
+    from genie.generate import catalogue, launch
     from genie.spec import build_spec
 
     args = ["--nodes", "2", "--master-addr", "a-rather-long-hostname.example.org",
@@ -170,7 +170,7 @@ def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
     for command in launch.commands(project):
         whole = launch.shell_join(command.argv)
         assert len(whole) > 60 and any(line.strip() == whole for line in lines)
-    for path, what in render.project_files(project):
+    for path, what in catalogue.project_files(project):
         assert any(path in line and what in line for line in lines), path
 
 
@@ -178,11 +178,12 @@ def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
     tmp_path, monkeypatch, capsys
 ):
     from genie import cli
+    from genie.cli import new
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_smoke", interrupted)
+    monkeypatch.setattr(new, "run_smoke", interrupted)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["new", str(tmp_path / "proj"), "--yes"])
     assert exit_.value.code == 130
@@ -190,15 +191,16 @@ def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
     assert "smoke test interrupted; the project was written to" in err
     assert "genie smoke" in err and "nothing written" not in err
     assert (tmp_path / "proj" / "train.py").is_file()
-    assert cli.DECLINED == 1
+    assert new.DECLINED == 1
 
 
 def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monkeypatch, capsys):
-    from genie import cli, smoke
+    from genie import cli
+    from genie.smoke import runner
 
     assert _new(tmp_path).returncode == 0
-    monkeypatch.setattr(smoke, "missing_packages", lambda spec, python: ["tqdm"])
-    monkeypatch.setattr(smoke, "unavailable", lambda spec, machine: None)
+    monkeypatch.setattr(runner, "missing_packages", lambda spec, python: ["tqdm"])
+    monkeypatch.setattr(runner, "unavailable", lambda spec, machine: None)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["smoke", str(tmp_path / "proj")])
     out, err = capsys.readouterr()
@@ -209,20 +211,20 @@ def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monke
 def test_the_verdict_lists_what_the_smoke_did_not_test(cpu_machine):
     from pathlib import Path
 
-    from genie import smoke
+    from genie.smoke import local
     from genie.spec import build_spec
 
     project = build_spec(
         {"name": "p", "torch": "1.13", "python": "3.10", "gpus_per_node": 2,
          "precision": "fp16"}, cpu_machine,
     )  # fmt: skip
-    notes = "\n".join(smoke.plan(project, cpu_machine, Path("/tmp/x")).notes)
+    notes = "\n".join(local.plan(project, cpu_machine, Path("/tmp/x")).notes)
     assert "ran on torch 2.14.1; the project targets torch 1.13" in notes
     assert "ran on Python 3.11; the project targets Python 3.10" in notes
     assert "genie smoke --python" in notes
     assert "NCCL" in notes and "run `genie smoke` on a GPU node" in notes
     same = build_spec({"name": "p"}, cpu_machine)
-    assert smoke.plan(same, cpu_machine, Path("/tmp/x")).notes == ()
+    assert local.plan(same, cpu_machine, Path("/tmp/x")).notes == ()
 
 
 def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, capsys):

@@ -42,10 +42,10 @@ def test_the_size_check_can_fail(code_size, sizes):
 
 @pytest.mark.parametrize("framework", ["ddp", "lightning", "hf", "dp"])
 def test_smoke_harness_lives_in_smoke_check_imported_only_under_smoke(framework, cpu_machine):
-    from genie import render
+    from genie.generate import engine
     from genie.spec import build_spec
 
-    files = render.render(build_spec({"name": "p", "framework": framework}, cpu_machine))
+    files = engine.render(build_spec({"name": "p", "framework": framework}, cpu_machine))
     train = files["train.py"].decode()
     for harness in ("GENIE_SMOKE", "params_in_sync", "holds_exactly", "checkpoint_loads"):
         assert harness not in train, harness

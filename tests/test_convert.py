@@ -565,7 +565,7 @@ def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine,
 
     cpu = check.plan(CORPUS / "x.py", ["--epochs", "1"], cpu_machine)
     assert (cpu.nproc, cpu.backend, cpu.env["CUDA_VISIBLE_DEVICES"]) == (2, "gloo", "")
-    assert cpu.argv[-4:] == ("genie.probe", str(CORPUS / "x.py"), "--epochs", "1")
+    assert cpu.argv[-4:] == ("genie.convert.probe", str(CORPUS / "x.py"), "--epochs", "1")
     gpus = check.plan(CORPUS / "x.py", [], gpu_machine)
     assert (gpus.nproc, gpus.backend) == (8, "nccl") and "CUDA_VISIBLE_DEVICES" not in gpus.env
     one = check.plan(CORPUS / "x.py", [], dataclasses.replace(gpu_machine, gpus=1))

@@ -241,7 +241,7 @@ def test_chinese_tables_line_up_within_80_columns(monkeypatch):
 
     from genie import ui
     from genie.detect import Machine
-    from genie.smoke import SmokePlan, SmokeResult
+    from genie.smoke.plan import SmokePlan, SmokeResult
     from genie.spec import build_spec
 
     out = io.StringIO()

@@ -8,8 +8,9 @@ import copy
 import pytest
 import yaml
 
-from genie import launch, render
 from genie.detect import Machine
+from genie.generate import engine
+from genie.generate.manifests import kubernetes_name
 from genie.spec import build_spec
 
 from .conftest import ROOT
@@ -45,7 +46,7 @@ def manifests() -> dict[str, dict[str, dict]]:
     result = {}
     for variant, answers in VARIANTS.items():
         spec = build_spec({"name": "proj", **answers, "scheduler": "kubernetes"}, MACHINE)
-        files = render.render(spec)
+        files = engine.render(spec)
         result[variant] = {path: yaml.safe_load(files[path]) for path in CRDS}
     return result
 
@@ -89,13 +90,13 @@ def test_pytorchjob_has_a_master_and_the_other_nodes_as_workers_with_gpus_and_sh
 
 def test_names_become_valid_kubernetes_object_names(manifests):
     spec = build_spec({"name": "My_Proj.v2", "scheduler": "kubernetes"}, MACHINE)
-    assert launch.kubernetes_name(spec) == "my-proj-v2"
+    assert kubernetes_name(spec) == "my-proj-v2"
     trainjob = manifests["lightning-odd-name"]["launch/trainjob.yaml"]
     assert trainjob["spec"]["trainer"]["image"] == "registry.example.com/team/proj:1.0"
     assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
 
 
 def test_manifests_are_written_only_for_kubernetes_projects():
-    files = render.render(build_spec({"name": "p", "scheduler": "none"}, MACHINE))
+    files = engine.render(build_spec({"name": "p", "scheduler": "none"}, MACHINE))
     assert not any(path.endswith(".yaml") for path in files)
     assert "launch/slurm.sbatch" not in files

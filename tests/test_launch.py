@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-from genie import launch
 from genie.errors import GenieError
+from genie.generate import launch
 from genie.spec import build_spec
 
 

@@ -22,7 +22,7 @@ def test_the_wheel_ships_every_template_file_and_catalog_inside_the_package(tmp_
     assert templates
     for path in templates:
         assert f"genie/{path.relative_to(ROOT).as_posix()}" in shipped, path
-    assert "genie/cli.py" in shipped and "genie/__main__.py" in shipped
+    assert "genie/cli/__init__.py" in shipped and "genie/__main__.py" in shipped
     catalogs = [p for p in (ROOT / "genie" / "locale").rglob("*.mo")]
     assert len(catalogs) == 2  # genie's and click's messages in Chinese
     for path in catalogs:

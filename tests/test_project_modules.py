@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from genie import render
+from genie.generate import engine, write
 from genie.spec import build_spec
 
 PROJECT_MODULES = ("data", "model", "evaluation", "config", "dist_utils", "optim")
@@ -19,7 +19,7 @@ PROJECT_MODULES = ("data", "model", "evaluation", "config", "dist_utils", "optim
 def project(tmp_path, cpu_machine, monkeypatch, request):
     """Write a project for ``request.param`` (answers) and make its modules importable."""
     spec = build_spec({"name": "p", **request.param}, cpu_machine)
-    render.write_project(tmp_path / "p", render.render(spec))
+    write.write_project(tmp_path / "p", engine.render(spec))
     monkeypatch.syspath_prepend(str(tmp_path / "p"))
     for name in PROJECT_MODULES:
         sys.modules.pop(name, None)

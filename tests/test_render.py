@@ -11,8 +11,8 @@ import sys
 import black
 import pytest
 
-from genie import launch, render
 from genie.errors import GenieError
+from genie.generate import catalogue, engine, launch, write
 from genie.spec import build_spec
 
 from .conftest import ROOT, project_code, tree
@@ -27,7 +27,7 @@ def rendered(request) -> dict[str, dict[str, bytes]]:
 
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
     return {
-        name: render.render(build_spec({"name": "proj", **raw}, machine))
+        name: engine.render(build_spec({"name": "proj", **raw}, machine))
         for name, raw in VARIANTS.items()
     }
 
@@ -61,7 +61,7 @@ def test_every_python_file_is_black_formatted_and_compiles(rendered, variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_project_passes_ruff_including_import_order(rendered, variant, tmp_path):
-    render.write_project(tmp_path / "p", rendered[variant])
+    write.write_project(tmp_path / "p", rendered[variant])
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B,I,UP",
          "--target-version", "py310", "."],
@@ -149,7 +149,7 @@ def test_readme_and_file_list_name_what_trains_the_project(rendered, variant, sa
     readme = rendered[variant]["README.md"].decode().splitlines()[2]
     assert f"trained with {says} on PyTorch" in readme
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
-    listing = dict(render.project_files(build_spec({"name": "p", **VARIANTS[variant]}, machine)))
+    listing = dict(catalogue.project_files(build_spec({"name": "p", **VARIANTS[variant]}, machine)))
     assert listing["train.py"].startswith(f"training with {says}:")
 
 
@@ -188,7 +188,7 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
 
 def test_user_text_is_never_rendered_as_jinja(cpu_machine):
     spec = dataclasses.replace(build_spec({"name": "proj"}, cpu_machine), name="{{ 7*7 }}")
-    readme = render.render(spec)["README.md"].decode()
+    readme = engine.render(spec)["README.md"].decode()
     assert readme.startswith("# {{ 7*7 }}\n")
 
 
@@ -204,7 +204,7 @@ def test_golden_snapshot(rendered, variant):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
-        render.write_project(folder, files)
+        write.write_project(folder, files)
     assert tree(folder) == files, "golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
 
 
@@ -213,12 +213,12 @@ def test_golden_snapshot(rendered, variant):
 
 @pytest.fixture
 def files(cpu_machine):
-    return render.render(build_spec({"name": "proj"}, cpu_machine))
+    return engine.render(build_spec({"name": "proj"}, cpu_machine))
 
 
 def test_writes_a_fresh_directory_with_executable_launchers(tmp_path, files):
     target = tmp_path / "new" / "proj"
-    render.write_project(target, files)
+    write.write_project(target, files)
     assert tree(target) == files
     assert os.access(target / "launch" / "single_node.sh", os.X_OK)
     assert oct(target.stat().st_mode & 0o777) != oct(0o700)
@@ -228,13 +228,13 @@ def test_writes_a_fresh_directory_with_executable_launchers(tmp_path, files):
 def test_a_non_empty_directory_is_refused_without_force(tmp_path, files):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(GenieError, match="is not empty; pick a new directory, or pass --force"):
-        render.write_project(tmp_path, files)
+        write.write_project(tmp_path, files)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
 def test_force_adds_files_and_keeps_the_users_own(tmp_path, files):
     (tmp_path / "notes.txt").write_text("mine")
-    render.write_project(tmp_path, files, force=True)
+    write.write_project(tmp_path, files, force=True)
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert (tmp_path / "train.py").read_bytes() == files["train.py"]
 
@@ -242,7 +242,7 @@ def test_force_adds_files_and_keeps_the_users_own(tmp_path, files):
 def test_force_never_overwrites_a_file_genie_did_not_write(tmp_path, files):
     (tmp_path / "train.py").write_text("my own training script\n")
     with pytest.raises(GenieError, match="will not overwrite .*train.py"):
-        render.write_project(tmp_path, files, force=True)
+        write.write_project(tmp_path, files, force=True)
     assert (tmp_path / "train.py").read_text() == "my own training script\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
 
@@ -250,35 +250,35 @@ def test_force_never_overwrites_a_file_genie_did_not_write(tmp_path, files):
 def test_force_never_overwrites_an_answers_file_genie_did_not_write(tmp_path, files):
     (tmp_path / ".genie.yml").write_text("my: notes\n")
     with pytest.raises(GenieError, match="will not overwrite .*\\.genie\\.yml"):
-        render.write_project(tmp_path, files, force=True)
+        write.write_project(tmp_path, files, force=True)
     assert (tmp_path / ".genie.yml").read_text() == "my: notes\n"
 
 
 def test_force_refuses_a_generated_file_the_user_edited(tmp_path, cpu_machine, files):
-    render.write_project(tmp_path, files)
+    write.write_project(tmp_path, files)
     (tmp_path / "model.py").write_text("edited\n")
-    other = render.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
+    other = engine.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
     with pytest.raises(GenieError, match="will not overwrite .*model.py"):
-        render.write_project(tmp_path, other, force=True)
+        write.write_project(tmp_path, other, force=True)
     assert (tmp_path / "model.py").read_text() == "edited\n"
 
 
 def test_force_regenerates_files_genie_wrote_and_nobody_changed(tmp_path, cpu_machine, files):
-    render.write_project(tmp_path, files)
-    other = render.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
+    write.write_project(tmp_path, files)
+    other = engine.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
     assert other["config.py"] != files["config.py"]  # the default epochs live there
-    render.write_project(tmp_path, other, force=True)
+    write.write_project(tmp_path, other, force=True)
     assert tree(tmp_path) == other
 
 
 def test_a_file_in_the_way_of_the_target_is_refused(tmp_path, files):
     (tmp_path / "proj").write_text("a file")
     with pytest.raises(GenieError, match="exists and is not a directory"):
-        render.write_project(tmp_path / "proj", files)
+        write.write_project(tmp_path / "proj", files)
 
 
 def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendered, cpu_machine):
-    render.write_project(tmp_path / "p", rendered["multinode-static"])
+    write.write_project(tmp_path / "p", rendered["multinode-static"])
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "torchrun").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
@@ -313,7 +313,7 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
 def test_lightning_reads_the_topology_torchrun_or_slurm_launched(
     rendered, tmp_path, monkeypatch, env, expected
 ):
-    render.write_project(tmp_path / "p", rendered["lightning-custom"])
+    write.write_project(tmp_path / "p", rendered["lightning-custom"])
     for key in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_NNODES"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():

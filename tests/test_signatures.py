@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from genie import smoke_process
-from genie.smoke_signatures import SIGNATURES, explain
+from genie.smoke import process as smoke_process
+from genie.smoke.signatures import SIGNATURES, explain
 
 from .conftest import run_genie
 

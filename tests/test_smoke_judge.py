@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from genie import contract, smoke
+from genie.smoke import contract, local, runner, verdict
 from genie.spec import build_spec
 
 GOOD = {
@@ -20,7 +20,7 @@ GOOD = {
 
 @pytest.fixture
 def cpu_plan(cpu_machine):
-    return smoke.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
+    return local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
 
 
 def line(report: dict, prefix: str = "[default0]:") -> str:
@@ -28,7 +28,7 @@ def line(report: dict, prefix: str = "[default0]:") -> str:
 
 
 def test_a_good_report_with_exit_0_passes(cpu_plan):
-    assert smoke.judge(cpu_plan, 0, smoke.parse_reports(["noise\n", line(GOOD)])) == []
+    assert verdict.judge(cpu_plan, 0, verdict.parse_reports(["noise\n", line(GOOD)])) == []
 
 
 @pytest.mark.parametrize(
@@ -47,28 +47,28 @@ def test_a_good_report_with_exit_0_passes(cpu_plan):
     ],
 )
 def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, problem):
-    reports = smoke.parse_reports([line({**GOOD, **change})])
-    problems = smoke.judge(cpu_plan, returncode, reports)
+    reports = verdict.parse_reports([line({**GOOD, **change})])
+    problems = verdict.judge(cpu_plan, returncode, reports)
     assert any(problem in p for p in problems), problems
 
 
 def test_no_report_line_fails_even_with_exit_0(cpu_plan):
-    assert "training did not finish" in smoke.judge(cpu_plan, 0, [])[0]
+    assert "training did not finish" in verdict.judge(cpu_plan, 0, [])[0]
 
 
 def test_a_report_from_every_rank_fails(cpu_plan):
-    reports = smoke.parse_reports([line(GOOD), line(GOOD, "[default1]:")])
-    assert "only global rank 0 may print one" in smoke.judge(cpu_plan, 0, reports)[0]
+    reports = verdict.parse_reports([line(GOOD), line(GOOD, "[default1]:")])
+    assert "only global rank 0 may print one" in verdict.judge(cpu_plan, 0, reports)[0]
 
 
 def test_a_report_missing_keys_fails(cpu_plan):
-    reports = smoke.parse_reports([line({"world_size": 2})])
-    assert "report lacks backend" in smoke.judge(cpu_plan, 0, reports)[0]
+    reports = verdict.parse_reports([line({"world_size": 2})])
+    assert "report lacks backend" in verdict.judge(cpu_plan, 0, reports)[0]
 
 
 def test_plan_adapts_to_a_cpu_machine_and_says_so(cpu_machine):
     raw = {"name": "p", "nodes": 2, "gpus_per_node": 8, "precision": "fp16", "master_addr": "h"}
-    p = smoke.plan(build_spec(raw, cpu_machine), cpu_machine, Path("/ck"))
+    p = local.plan(build_spec(raw, cpu_machine), cpu_machine, Path("/ck"))
     assert (p.nproc, p.backend, p.device, p.precision) == (2, "gloo", "cpu", "bf16")
     assert p.env["CUDA_VISIBLE_DEVICES"] == ""
     assert "--nproc_per_node=2" in p.argv and p.argv[p.argv.index("--precision") + 1] == "bf16"
@@ -77,7 +77,7 @@ def test_plan_adapts_to_a_cpu_machine_and_says_so(cpu_machine):
 
 
 def test_plan_uses_every_visible_gpu_with_nccl(gpu_machine):
-    p = smoke.plan(
+    p = local.plan(
         build_spec({"name": "p", "precision": "fp16"}, gpu_machine), gpu_machine, Path("/c")
     )
     assert (p.nproc, p.backend, p.precision, p.notes) == (8, "nccl", "fp16", ())
@@ -85,19 +85,19 @@ def test_plan_uses_every_visible_gpu_with_nccl(gpu_machine):
 
 
 def test_dataparallel_runs_one_process_on_every_device_and_checks_it(gpu_machine):
-    p = smoke.plan(
+    p = local.plan(
         build_spec({"name": "p", "framework": "dp"}, gpu_machine), gpu_machine, Path("/c")
     )
     assert (p.nproc, p.backend, p.devices) == (1, "none", 8)
     assert "torch.distributed.run" not in p.argv and p.argv[1] == "train.py"
     good = {**GOOD, "world_size": 1, "backend": "none", "devices": 8, "replicas": 1,
             "params_in_sync": None}  # fmt: skip
-    assert smoke.judge(p, 0, smoke.parse_reports([line(good)])) == []
-    problems = smoke.judge(p, 0, smoke.parse_reports([line({**good, "devices": 1})]))
+    assert verdict.judge(p, 0, verdict.parse_reports([line(good)])) == []
+    problems = verdict.judge(p, 0, verdict.parse_reports([line({**good, "devices": 1})]))
     assert "trained on 1 device, expected 8" in problems
     # one copy of the weights is what DataParallel has; the judge checks that, not a
     # cross-rank comparison that never ran
-    problems = smoke.judge(p, 0, smoke.parse_reports([line({**good, "replicas": 8})]))
+    problems = verdict.judge(p, 0, verdict.parse_reports([line({**good, "replicas": 8})]))
     assert problems == ["DataParallel reported 8 weight copies, expected 1"]
 
 
@@ -111,8 +111,8 @@ def test_missing_framework_packages_are_named_before_anything_runs(cpu_machine, 
         lambda name, *a: None if name == "lightning" else real(name, *a),
     )
     spec = build_spec({"name": "p", "framework": "lightning"}, cpu_machine)
-    assert smoke.missing_packages(spec) == ["lightning"]
-    assert smoke.missing_packages(build_spec({"name": "p"}, cpu_machine)) == []
+    assert runner.missing_packages(spec) == ["lightning"]
+    assert runner.missing_packages(build_spec({"name": "p"}, cpu_machine)) == []
 
 
 def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine, tmp_path):
@@ -122,19 +122,19 @@ def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     spec = build_spec({"name": "p", "framework": "lightning", "task": "cv"}, cpu_machine)
-    assert smoke.missing_packages(spec, str(bare / "bin" / "python")) == [
+    assert runner.missing_packages(spec, str(bare / "bin" / "python")) == [
         "torch", "lightning", "torchvision", "tqdm", "tensorboard",
     ]  # fmt: skip
 
 
 def test_an_fsdp_project_must_report_that_fsdp_wrapped_the_model(cpu_machine):
     spec = build_spec({"name": "p", "strategy": "fsdp"}, cpu_machine)
-    p = smoke.plan(spec, cpu_machine, Path("/ck"))
+    p = local.plan(spec, cpu_machine, Path("/ck"))
     sharded = {**GOOD, "strategy": "fsdp", "checkpoint_loads": True}
-    assert smoke.judge(p, 0, smoke.parse_reports([line(sharded)])) == []
-    fell_back = smoke.judge(p, 0, smoke.parse_reports([line({**sharded, "strategy": "ddp"})]))
+    assert verdict.judge(p, 0, verdict.parse_reports([line(sharded)])) == []
+    fell_back = verdict.judge(p, 0, verdict.parse_reports([line({**sharded, "strategy": "ddp"})]))
     assert fell_back == ["trained with strategy ddp, expected fsdp"]
-    silent = smoke.judge(p, 0, smoke.parse_reports([line(GOOD)]))
+    silent = verdict.judge(p, 0, verdict.parse_reports([line(GOOD)]))
     assert silent == ["trained with strategy None, expected fsdp"]
 
 
@@ -143,16 +143,16 @@ def test_framework_fsdp_cannot_be_smoke_tested_without_gpus(cpu_machine, gpu_mac
     spec = build_spec(
         {"name": "p", "strategy": "fsdp", "framework": framework, "gpus_per_node": 8}, gpu_machine
     )
-    assert "run `genie smoke` on a GPU node" in smoke.unavailable(spec, cpu_machine)
-    assert smoke.unavailable(spec, gpu_machine) is None
+    assert "run `genie smoke` on a GPU node" in runner.unavailable(spec, cpu_machine)
+    assert runner.unavailable(spec, gpu_machine) is None
     plain = build_spec({"name": "p", "strategy": "fsdp"}, cpu_machine)
-    assert smoke.unavailable(plain, cpu_machine) is None
+    assert runner.unavailable(plain, cpu_machine) is None
     # plain PyTorch FSDP before torch 2.14 needs GPUs too (measured on 2.4 and 2.6)
     older = build_spec(
         {"name": "p", "strategy": "fsdp", "torch": "2.6", "python": "3.11", "gpus_per_node": 4},
         gpu_machine,
     )
-    assert "FSDP on CPU works from torch 2.14" in smoke.unavailable(older, cpu_machine)
+    assert "FSDP on CPU works from torch 2.14" in runner.unavailable(older, cpu_machine)
 
 
 def test_ctrl_c_silences_what_torchrun_prints_while_it_is_stopped():
@@ -161,11 +161,11 @@ def test_ctrl_c_silences_what_torchrun_prints_while_it_is_stopped():
 
     import pytest
 
-    from genie import smoke
+    from genie.smoke import local
 
     seen: list[str] = []
     with pytest.raises(KeyboardInterrupt):
-        with smoke._quiet_on_interrupt(seen.append) as echo:
+        with local._quiet_on_interrupt(seen.append) as echo:
             echo("step 1")
             os.kill(os.getpid(), signal.SIGINT)
     echo("Traceback (most recent call last):")  # torchrun dying after Ctrl-C

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from genie import smoke_nodes
 from genie.detect import Machine
-from genie.smoke_process import JobOutcome
+from genie.smoke import nodes as smoke_nodes
+from genie.smoke.process import JobOutcome
 from genie.spec import build_spec
 
 

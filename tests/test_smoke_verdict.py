@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from genie import contract, smoke, smoke_process
+from genie.smoke import contract, local, verdict
+from genie.smoke import process as smoke_process
 from genie.spec import build_spec
 
 GOOD = {
@@ -22,7 +23,7 @@ REPORT = contract.MARKER + json.dumps(GOOD)
 
 @pytest.fixture
 def cpu_plan(cpu_machine):
-    return smoke.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
+    return local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
 
 
 def _split(at: int) -> list[str]:
@@ -51,9 +52,9 @@ INTERLEAVINGS = {
 
 @pytest.mark.parametrize("lines", INTERLEAVINGS.values(), ids=INTERLEAVINGS.keys())
 def test_a_good_report_passes_however_it_is_interleaved(cpu_plan, lines):
-    reports = smoke.parse_reports(lines)
+    reports = verdict.parse_reports(lines)
     assert reports == [GOOD]
-    assert smoke.judge(cpu_plan, 0, reports) == []
+    assert verdict.judge(cpu_plan, 0, reports) == []
 
 
 @pytest.mark.parametrize(
@@ -68,14 +69,14 @@ def test_a_good_report_passes_however_it_is_interleaved(cpu_plan, lines):
     ids=["truncated", "truncated-then-other", "not-json", "json-list", "partial-then-whole"],
 )
 def test_a_partial_line_is_never_taken_for_a_report(cpu_plan, lines):
-    reports = smoke.parse_reports(lines)
+    reports = verdict.parse_reports(lines)
     assert {"unparsable"} == set(reports[0])
-    problems = smoke.judge(cpu_plan, 0, reports)
+    problems = verdict.judge(cpu_plan, 0, reports)
     assert problems, reports
 
 
 def test_a_truncated_report_is_named_as_such(cpu_plan):
-    problems = smoke.judge(cpu_plan, 0, smoke.parse_reports([REPORT[:-5] + "\n"]))
+    problems = verdict.judge(cpu_plan, 0, verdict.parse_reports([REPORT[:-5] + "\n"]))
     assert any("not one complete JSON object" in p for p in problems), problems
 
 
@@ -93,7 +94,7 @@ def test_the_reader_never_splits_a_line_written_in_pieces(tmp_path, cpu_plan):
     )
     assert out.returncode == 0
     assert out.lines == [f"[default0]:{REPORT}[default0]:after\n"]
-    assert smoke.judge(cpu_plan, 0, smoke.parse_reports(out.lines)) == []
+    assert verdict.judge(cpu_plan, 0, verdict.parse_reports(out.lines)) == []
 
 
 ROOT_CAUSE = """[default1]:GENIE_FAULT raise on rank 1 at step 1
@@ -124,7 +125,7 @@ Root Cause (first observed failure):
 )  # fmt: skip
 def test_the_rank_torchrun_saw_fail_first_is_named(rank, code, traceback, named):
     output = ROOT_CAUSE.format(rank=rank, code=code, error_file="/tmp/e.json", traceback=traceback)
-    assert smoke.failed_rank(output) == named
+    assert verdict.failed_rank(output) == named
 
 
 def test_a_hung_rank_is_told_from_the_ranks_waiting_for_it():
@@ -139,6 +140,7 @@ def test_a_hung_rank_is_told_from_the_ranks_waiting_for_it():
 [default1]:  File "/v/site-packages/torch/nn/modules/module.py", line 1826 in inner
 """
     assert (
-        smoke.hung_rank(dump) == "rank 1 hung outside any collective, at smoke_check.py:59 in fault"
+        verdict.hung_rank(dump)
+        == "rank 1 hung outside any collective, at smoke_check.py:59 in fault"
     )
-    assert smoke.hung_rank("[default0]:no dump\n") is None
+    assert verdict.hung_rank("[default0]:no dump\n") is None

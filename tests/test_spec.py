@@ -8,9 +8,9 @@ from dataclasses import fields
 import pytest
 
 from genie import compat
-from genie.answers import dump_answers, load_answers
 from genie.errors import GenieError, SpecError
 from genie.spec import FIELD_BY_NAME, FIELDS, Spec, build_spec
+from genie.spec.answers import dump_answers, load_answers
 
 
 def spec_of(machine, **raw):

@@ -6,9 +6,10 @@ import ast
 
 import pytest
 
-from genie import compat, render
+from genie import compat
 from genie.detect import Machine
 from genie.errors import SpecError
+from genie.generate import engine
 from genie.spec import build_spec
 
 from .conftest import project_code
@@ -47,7 +48,7 @@ def test_generated_code_follows_the_version_rules(release, framework):
         },
         MACHINE,
     )
-    files = render.render(spec)
+    files = engine.render(spec)
     source = project_code(files)
     names = attribute_names(source)
     version = release.version
@@ -104,7 +105,7 @@ def test_fsdp_uses_the_fsdp_of_each_version(release, framework):
         with pytest.raises(SpecError, match="torch 2.2 or newer"):
             build_spec(raw, MACHINE)
         return
-    files = render.render(build_spec(raw, MACHINE))
+    files = engine.render(build_spec(raw, MACHINE))
     source = project_code(files)
     for path, data in files.items():
         if path.endswith(".py"):

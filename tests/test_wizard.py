@@ -194,8 +194,8 @@ def test_an_answer_a_later_rule_rejects_is_asked_again_not_fatal(cpu_machine, mo
 
 
 def test_choices_come_from_the_same_rules_as_the_final_check(cpu_machine):
-    from genie.rules import allowed, problem_with
     from genie.spec import FIELD_BY_NAME
+    from genie.spec.rules import allowed, problem_with
 
     cpu = {"nodes": 1, "gpus_per_node": 0, "torch": "2.14", "python": "3.11", "strategy": "ddp"}
     assert "fp16" not in allowed(FIELD_BY_NAME["precision"], cpu)

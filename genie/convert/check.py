@@ -1,4 +1,4 @@
-"""The proof: run the converted script under torchrun through :mod:`genie.probe` and judge
+"""The proof: run the converted script under torchrun through :mod:`genie.convert.probe` and judge
 the exit code and the probe's one line. Planning and judging are pure; :func:`run` launches
 torchrun in its own session and kills the whole tree on timeout, like the smoke test."""
 
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from genie import probe, scratch, smoke_process
+from genie import scratch
+from genie.convert import probe
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import SmokePlan, SmokeResult
-
-CPU_PROCESSES = 2
+from genie.smoke import contract, process
+from genie.smoke.plan import SmokePlan, SmokeResult
 
 
 def plan(
@@ -29,11 +29,11 @@ def plan(
     if machine.gpus >= 2:
         nproc, backend, device = machine.gpus, "nccl", "cuda"
     else:
-        nproc, backend, device = CPU_PROCESSES, "gloo", "cpu"
+        nproc, backend, device = contract.CPU_PROCESSES, "gloo", "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""  # one GPU cannot hold two NCCL ranks: test on CPU
     argv = (
         python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "--tee=3", "-m", "genie.probe", str(script), *args,
+        "--tee=3", "-m", "genie.convert.probe", str(script), *args,
     )  # fmt: skip
     return SmokePlan(argv, env, nproc, backend, device, _("as written"), ())
 
@@ -86,6 +86,7 @@ def run(
     args: Sequence[str],
     machine: Machine,
     timeout: float,
+    *,
     echo: Callable[[str], None] = lambda line: None,
     python: str = sys.executable,
     cwd: Path | None = None,
@@ -95,9 +96,11 @@ def run(
     user's); never raises for a failing script."""
     if cwd is None:
         with scratch.directory("check") as temporary:
-            return run(script, args, machine, timeout, echo, python, Path(temporary))
+            return run(
+                script, args, machine, timeout, echo=echo, python=python, cwd=Path(temporary)
+            )
     p = plan(script.absolute(), args, machine, python)
-    run_ = smoke_process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
+    run_ = process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
     lines, timed_out = run_.lines, run_.timed_out
     reports = parse(lines)
     problems = judge(p, run_.returncode, reports)

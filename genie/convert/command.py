@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from genie.convert.files import Layout
@@ -14,10 +15,26 @@ from genie.errors import Aborted, GenieError, SmokeFailed
 from genie.i18n import _
 
 
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What ``genie convert`` was asked to do besides the script itself."""
+
+    output: Path | None = None  # None: SCRIPT_ddp.py
+    nproc_per_node: int | None = None  # None: this machine's GPUs, or 2
+    nodes: int = 1
+    master_addr: str | None = None
+    master_port: int = 29500
+    check_args: str | None = ""  # None: no check
+    check_dir: Path | None = None  # None: a new temporary directory
+    timeout: float = 300.0
+    force: bool = False
+    yes: bool = False
+
+
 def layout_from_flags(
     nproc_per_node: int | None, nodes: int, master_addr: str | None, master_port: int, gpus: int
 ) -> Layout:
-    from genie.spec import FIELD_BY_NAME
+    from genie.spec.questions import FIELD_BY_NAME
 
     if nodes > 1:
         if not master_addr:
@@ -27,39 +44,30 @@ def layout_from_flags(
     return Layout(nproc_per_node or gpus or 2, nodes, master_addr, master_port)
 
 
-def run(
-    script: Path,
-    output: Path | None,
-    nproc_per_node: int | None,
-    nodes: int,
-    master_addr: str | None,
-    master_port: int,
-    check_args: str | None,
-    check_dir: Path | None,
-    timeout: float,
-    force: bool,
-    yes: bool,
-) -> None:
+def run(script: Path, options: ConvertOptions) -> None:
     from genie import convert, detect, ui
     from genie.convert import files
 
     machine = detect.machine()
-    layout = layout_from_flags(nproc_per_node, nodes, master_addr, master_port, machine.gpus)
+    o = options
+    layout = layout_from_flags(
+        o.nproc_per_node, o.nodes, o.master_addr, o.master_port, machine.gpus
+    )
     try:
         source = script.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise GenieError(_("cannot read {s}: {e}").format(s=script, e=err)) from None
     conversion = convert.convert(source, script.name)
-    target = output or files.default_output(script)
+    target = o.output or files.default_output(script)
     planned = files.plan(script, target, conversion.code, layout)
-    files.check_writable(script, planned, force)
+    files.check_writable(script, planned, o.force)
     show_diff(convert.unified_diff(conversion, str(script), str(target)))
     heading = _("Changes (lines of {script}):").format(script=script)
     ui.console().print("\n" + heading, markup=False, style="bold")
     for line in convert.report(conversion, script.name, layout.nproc_per_node, layout.nodes):
         style = "yellow" if " TODO " in line[:10] else None
         ui.console().print(line, markup=False, style=style, soft_wrap=True)
-    if not yes and sys.stdin.isatty():
+    if not o.yes and sys.stdin.isatty():
         import click
 
         if not click.confirm(_("Write {t}?").format(t=target), default=True):
@@ -70,9 +78,9 @@ def run(
     described[0] = (described[0][0], _("the converted script"))
     ui.files(str(target.parent), described)
     ui.commands(str(target.parent), files.commands(target, layout))
-    if check_args is not None:
+    if o.check_args is not None:
         try:
-            _check(target, shlex.split(check_args), machine, timeout, check_dir, layout)
+            _check(target, shlex.split(o.check_args), machine, o, layout)
         except KeyboardInterrupt:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
@@ -80,21 +88,17 @@ def run(
 
 
 def _check(
-    target: Path,
-    args: list[str],
-    machine: Machine,
-    timeout: float,
-    cwd: Path | None,
-    layout: Layout,
+    target: Path, args: list[str], machine: Machine, options: ConvertOptions, layout: Layout
 ) -> None:
     from genie import ui
     from genie.convert import check
 
+    cwd = options.check_dir
     where = str(cwd) if cwd else _("a temporary directory (--check-dir to choose)")
     ui.info(
         _("\nCheck: the converted script on 2 processes under torchrun, in {w}...").format(w=where)
     )
-    result = check.run(target, args, machine, timeout, echo=ui.stream, cwd=cwd)
+    result = check.run(target, args, machine, options.timeout, echo=ui.stream, cwd=cwd)
     if (layout.nodes, layout.nproc_per_node) != (1, result.plan.nproc):
         note = _("planned {nodes} node(s) x {per} processes; tested 1 node x {n}").format(
             nodes=layout.nodes, per=layout.nproc_per_node, n=result.plan.nproc

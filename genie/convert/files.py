@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from genie import launch
 from genie.errors import GenieError
+from genie.generate import launch
 from genie.i18n import _
 
 DEFAULT_PORT = 29500

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from genie.doctor.base import Context, Result
 from genie.doctor.facts import torch_info
 from genie.i18n import _
-from genie.smoke_signatures import explain
+from genie.smoke.signatures import explain
 
 WORLD = 2
 _SCRIPT = r"""

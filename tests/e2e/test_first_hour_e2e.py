@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from genie import contract
+from genie.smoke import contract
 
 from ..conftest import run_genie
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from genie import detect, smoke_nodes
+from genie import detect
+from genie.smoke import nodes as smoke_nodes
+from genie.smoke.plan import RunOptions
 from genie.spec import build_spec
 
 from ..conftest import run_genie
@@ -48,7 +50,8 @@ def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machi
                        "gpus_per_node": 0}, cpu_machine)  # fmt: skip
     for key, value in CPU_ENV.items():  # for this test only: later tests see the real env
         monkeypatch.setenv(key, value)
-    result = smoke_nodes.run(spec, project, cpu_machine, timeout=240, addr=address)
+    options = RunOptions(cpu_machine, timeout=240)
+    result = smoke_nodes.run(spec, project, options, addr=address)
     assert result.passed, result.problems + [result.output[-3000:]]
     assert {n.env["MASTER_ADDR"] for n in result.plan.nodes} == {address}
 

@@ -7,11 +7,11 @@ from typing import Any, Callable
 
 import click
 
-from genie import contract
 from genie.compat import NEWEST
-from genie.fields import Field
 from genie.i18n import _
-from genie.questions import FIELDS
+from genie.smoke import contract
+from genie.spec.fields import Field
+from genie.spec.questions import FIELDS
 
 _DEFAULTS_SHOWN = {
     "name": _("the directory's name"),
@@ -49,9 +49,13 @@ def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]
     if f.kind is bool:
         return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
     return click.option(
-        f.flag, f.name, default=None, metavar=f.kind.__name__.upper(), help=help_text,
+        f.flag,
+        f.name,
+        default=None,
+        metavar=f.kind.__name__.upper(),
+        help=help_text,
         shell_complete=_completer(f) if f.choices else None,
-    )  # fmt: skip
+    )
 
 
 def field_options(func: Callable[..., Any]) -> Callable[..., Any]:

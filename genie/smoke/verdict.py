@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
-from genie import contract
 from genie.i18n import _, ngettext
+from genie.smoke import contract
+from genie.smoke.torchrun_output import failures, main_stacks, unprefix
 
 if TYPE_CHECKING:
-    from genie.smoke import SmokePlan
+    from genie.smoke.plan import SmokePlan
 
-
-_TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")
 _CONTINUATION_LINES = 8  # how far a report split across reads may spread
 
 
@@ -39,7 +37,7 @@ def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
             for more in lines[i + 1 : i + 1 + _CONTINUATION_LINES]:
                 if data is not None or contract.MARKER in more:
                     break
-                text += _TEE_PREFIX.sub("", more.rstrip("\r\n"), count=1)
+                text += unprefix(more.rstrip("\r\n"))[1]
                 data = _decode(decoder, text)
             if data is None:
                 reports.append({"unparsable": line.strip()})
@@ -81,6 +79,13 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
     if missing:
         problems.append(_("report lacks {keys}").format(keys=", ".join(missing)))
         return problems
+    return [*problems, *_launched(p, report), *_trained(report), *_weights(p, report),
+            *_results(p, report)]  # fmt: skip
+
+
+def _launched(p: SmokePlan, report: dict[str, Any]) -> list[str]:
+    """What trained is what was launched: world size and backend."""
+    problems = []
     if report["world_size"] != p.nproc:
         problems.append(
             _("trained with world size {got}, launched {want}").format(
@@ -91,12 +96,24 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
         problems.append(
             _("backend {got}, expected {want}").format(got=report["backend"], want=p.backend)
         )
+    return problems
+
+
+def _trained(report: dict[str, Any]) -> list[str]:
+    """Steps were taken and the losses are finite."""
+    problems = []
     if not isinstance(report["steps"], int) or report["steps"] < 1:
         problems.append(_("no optimizer step was taken"))
     for key in ("first_loss", "last_loss"):
         value = report[key]
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             problems.append(_("{key} is not finite: {v}").format(key=key, v=value))
+    return problems
+
+
+def _weights(p: SmokePlan, report: dict[str, Any]) -> list[str]:
+    """Every rank ends with the same weights; DataParallel drives every device with one copy."""
+    problems = []
     if p.devices is not None and report.get("devices") != p.devices:
         problems.append(
             ngettext(
@@ -114,6 +131,12 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
             )
     elif report["params_in_sync"] is not True:
         problems.append(_("parameters differ across ranks after training"))
+    return problems
+
+
+def _results(p: SmokePlan, report: dict[str, Any]) -> list[str]:
+    """Validation ran, the checkpoint loads back, the strategy is the one planned."""
+    problems = []
     accuracy = report["val_accuracy"]
     if not isinstance(accuracy, (int, float)) or not 0 <= accuracy <= 1:
         problems.append(_("no validation accuracy in [0, 1]: {v}").format(v=accuracy))
@@ -126,3 +149,32 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
             )
         )
     return problems
+
+
+def failed_rank(output: str) -> str | None:
+    """The rank torchrun saw fail first, and how (its exception, exit code or signal)."""
+    root = next((f for f in failures(output) if f.root), None)
+    if root is None:
+        return None
+    if root.error:
+        how = root.error
+    elif root.exitcode is not None and root.exitcode < 0:
+        how = _("killed by signal {n}").format(n=-root.exitcode)
+    else:
+        how = _("exit code {code}").format(code=root.exitcode)
+    return _("rank {rank} failed first: {how}").format(rank=root.rank, how=how)
+
+
+def hung_rank(output: str) -> str | None:
+    """At a timeout, from each rank's stack dump: the ranks stuck outside torch (their
+    peers wait for them inside a collective)."""
+    stuck = {
+        rank: frames[0] for rank, frames in main_stacks(output).items() if frames
+        and not frames[0].library
+    }  # fmt: skip
+    if not stuck:
+        return None
+    return "; ".join(
+        _("rank {rank} hung outside any collective, at {place}").format(rank=r, place=str(f))
+        for r, f in sorted(stuck.items())
+    )

@@ -1,5 +1,5 @@
-"""Run a converted script and judge it from outside: ``python -m genie.probe SCRIPT ARGS...``
-(under torchrun). Nothing is added to the user's file.
+"""Run a converted script and judge it from outside, under torchrun:
+``python -m genie.convert.probe SCRIPT ARGS...``. Nothing is added to the user's file.
 
 Before the script runs, the probe hooks DDP construction (to know the trained models),
 ``Tensor.backward`` (to count steps and see the loss) and ``dist.destroy_process_group``.
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> None:
     about 1 exit of 8 (pytorch/pytorch#190489): the check judges the script, not that bug.
     """
     if not argv:
-        sys.exit("usage: python -m genie.probe SCRIPT [ARGS...]")
+        sys.exit("usage: python -m genie.convert.probe SCRIPT [ARGS...]")
     script = os.path.abspath(argv[0])
     install()
     sys.argv = [script, *argv[1:]]

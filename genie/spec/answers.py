@@ -1,7 +1,13 @@
-"""The answers file: load a user's YAML answers, write the one genie keeps in a project."""
+"""Where answers come from: named layers (flags over the answers file over what genie infers),
+merged the way copier's ``AnswersMap`` does, with a ``ChainMap``; the wizard then asks only
+what no layer holds. Also the answers file: load a user's YAML, write the one a project keeps.
+"""
 
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +16,31 @@ from genie.errors import GenieError
 from genie.i18n import _
 
 if TYPE_CHECKING:
-    from genie.spec import Spec
+    from genie.spec.build import Spec
+
+ANSWERS_FILE = ".genie.yml"  # what a project keeps of the answers genie used
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The answers of each source, highest priority first. Empty layers are fine."""
+
+    flags: Mapping[str, Any] = field(default_factory=dict)  # given on the command line
+    answers_file: Mapping[str, Any] = field(default_factory=dict)  # --answers FILE
+    inferred: Mapping[str, Any] = field(default_factory=dict)  # e.g. the name from the directory
+
+    @classmethod
+    def gather(
+        cls, flags: Mapping[str, Any], answers_file: Path | None, inferred: Mapping[str, Any]
+    ) -> Layers:
+        """The layers of a ``genie new`` run: flags not given (None) are left out."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        loaded = load_answers(answers_file) if answers_file is not None else {}
+        return cls(given, loaded, dict(inferred))
+
+    def merged(self) -> ChainMap[str, Any]:
+        """One mapping: each answer from the first layer that has it."""
+        return ChainMap(dict(self.flags), dict(self.answers_file), dict(self.inferred))
 
 
 def load_answers(path: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The project spec: the frozen :class:`Spec` and how answers become one. The field table
-is :mod:`genie.questions`, the cross-field rules :mod:`genie.rules`.
+"""The frozen :class:`Spec` and how answers become one. The field table is
+:mod:`genie.spec.questions`, the cross-field rules :mod:`genie.spec.rules`.
 
 Answers arrive as one raw mapping (flags over answers file over wizard); :func:`build_spec`
 turns it into a :class:`Spec`. The wizard and the CLI flags are generated from
@@ -16,12 +16,10 @@ from typing import Any, Callable
 from genie import compat
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
-from genie.fields import Answers, Field
 from genie.i18n import _
-from genie.questions import FIELD_BY_NAME, FIELDS, META_KEYS
-from genie.rules import allowed, problem_with, problems
-
-__all__ = ["FIELDS", "FIELD_BY_NAME", "META_KEYS", "Spec", "build_spec", "finish", "resolve"]
+from genie.spec.fields import Answers, Field
+from genie.spec.questions import FIELD_BY_NAME, FIELDS, META_KEYS
+from genie.spec.rules import allowed, problem_with, problems
 
 
 @dataclass(frozen=True)

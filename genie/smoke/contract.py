@@ -1,4 +1,4 @@
-"""The smoke contract shared by the templates and :mod:`genie.smoke`.
+"""The smoke contract shared by the templates and :mod:`genie.smoke.verdict`.
 
 With ``--smoke``, global rank 0 of a generated project prints exactly one line:
 ``GENIE_SMOKE {json}`` with at least :data:`REPORT_KEYS`.

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from genie import compat, contract, i18n
+from genie import compat, i18n
 from genie.detect import Machine
-from genie.fields import (
+from genie.i18n import _
+from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
+from genie.smoke import contract
+from genie.spec.fields import (
     Answers,
     Field,
     check_image,
@@ -18,8 +21,6 @@ from genie.fields import (
     check_slurm_time,
     normalize_minor,
 )
-from genie.i18n import _
-from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
 
 
 def _multi_node(answers: Answers) -> bool:

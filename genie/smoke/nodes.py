@@ -9,26 +9,25 @@ starts one agent per node, and names the node of whatever failed.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
-import sys
 from pathlib import Path
-from typing import Callable, NamedTuple
 
-from genie import contract, scratch, smoke_process
+from genie import scratch
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import (
+from genie.smoke import contract, process
+from genie.smoke.plan import (
     NodeRun,
+    RunOptions,
     SmokePlan,
     SmokeResult,
     cpu_precision,
-    judge,
-    parse_reports,
     run_env,
     train_args,
 )
+from genie.smoke.torchrun_output import Failure, failures
+from genie.smoke.verdict import judge, parse_reports
 from genie.spec import Spec
 
 LOOPBACK = "127.0.0.1"
@@ -38,11 +37,6 @@ JOIN_GRACE = 30.0  # seconds the other nodes get to stop after one node fails
 # Left out of each node's copy: outputs of earlier runs and environments.
 NOT_COPIED = ("checkpoints", "runs", "logs", "mlruns", "wandb", "lightning_logs", ".git",
               ".venv", "venv", "__pycache__", "*.pyc")  # fmt: skip
-# torchrun's failure summary, one block per failed rank: "time : 2026-12-01_11:07:09" then
-# "rank : 3 (local_rank: 1)"; and each rank's traceback lines, "[rank3]: RuntimeError: ..."
-_TIME = re.compile(r"^\s*time\s*:\s*(\S+)")
-_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank")
-_ERROR = re.compile(r"^\[rank(\d+)\]: ((?:\w+\.)*\w*(?:Error|Exception|Exit)\b.*)$")
 
 
 def shape(spec: Spec, machine: Machine) -> tuple[int, int, bool]:
@@ -106,39 +100,18 @@ def copy_project(project: Path, dest: Path) -> None:
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns(*NOT_COPIED), symlinks=True)
 
 
-class Failure(NamedTuple):
-    time: str  # torchrun's, to the second
-    rank: int
-    node: int
-    error: str  # the exception line of the rank's traceback, if it printed one
-    root: bool  # torchrun's "Root Cause (first observed failure)" on its node
-
-
-def failed_ranks(texts: list[str]) -> list[Failure]:
-    """Every rank torchrun reported failed, given each node's output (pure)."""
-    found: dict[int, Failure] = {}
+def failed_ranks(texts: list[str]) -> list[tuple[int, Failure]]:
+    """Every rank torchrun reported failed, with its node, given each node's output (pure):
+    one entry per rank, its root-cause report where there is one, in time order."""
+    found: dict[int, tuple[int, Failure]] = {}
     for node, text in enumerate(texts):
-        when, root, ranks, errors = "", False, [], {}
-        for line in text.splitlines():
-            if "Root Cause" in line:
-                root = True
-            elif m := _TIME.match(line):
-                when = m.group(1)
-            elif m := _RANK.match(line):
-                ranks.append((when, int(m.group(1)), root))
-                root = False
-            elif m := _ERROR.match(line):
-                errors[int(m.group(1))] = m.group(2).strip()
-        for when, rank, is_root in ranks:
-            failure = Failure(when, rank, node, errors.get(rank, ""), is_root)
-            if rank not in found or is_root:
-                found[rank] = failure
-    return sorted(found.values())
+        for failure in failures(text):
+            if failure.rank not in found or failure.root:
+                found[failure.rank] = (node, failure)
+    return sorted(found.values(), key=lambda x: (x[1].time, x[1].rank, x[0]))
 
 
-def node_problems(
-    p: SmokePlan, outcomes: list[smoke_process.JobOutcome], timeout: float
-) -> list[str]:
+def node_problems(p: SmokePlan, outcomes: list[process.JobOutcome], timeout: float) -> list[str]:
     """Which node did what wrong, in words (pure): the rank that failed first (each node's
     root cause, compared by torchrun's failure times), then the others, then each node."""
     problems = []
@@ -146,23 +119,37 @@ def node_problems(
         problems.append(
             _("timed out after {t:.0f} s; every process of every node was killed").format(t=timeout)
         )
-    failures = failed_ranks(["".join(o.lines) for o in outcomes])
-    roots = [f for f in failures if f.root] or failures
-    if roots:
-        first = [f for f in roots if f.time == min(r.time for r in roots)]
-        for f in first:
-            problems.append(
-                _("rank {r} failed on node {n}").format(r=f.rank, n=f.node)
-                + (f": {f.error}" if f.error else "")
+    problems += _failed_first(failed_ranks(["".join(o.lines) for o in outcomes]))
+    return problems + _node_fates(p, outcomes)
+
+
+def _failed_first(found: list[tuple[int, Failure]]) -> list[str]:
+    """The rank that failed first (each node's root cause, compared by torchrun's failure
+    times), then the ranks it took down."""
+    roots = [x for x in found if x[1].root] or found
+    if not roots:
+        return []
+    earliest = min(f.time for _node, f in roots)
+    first = [x for x in roots if x[1].time == earliest]
+    problems = [
+        _("rank {r} failed on node {n}").format(r=f.rank, n=node)
+        + (f": {f.error}" if f.error else "")
+        for node, f in first
+    ]
+    later = [x for x in found if x not in first]
+    if later:
+        problems.append(
+            _("then rank(s) {r} failed (node(s) {n})").format(
+                r=", ".join(str(f.rank) for _node, f in later),
+                n=", ".join(str(n) for n in sorted({node for node, _f in later})),
             )
-        later = [f for f in failures if f not in first]
-        if later:
-            problems.append(
-                _("then rank(s) {r} failed (node(s) {n})").format(
-                    r=", ".join(str(f.rank) for f in later),
-                    n=", ".join(str(n) for n in sorted({f.node for f in later})),
-                )
-            )
+        )
+    return problems
+
+
+def _node_fates(p: SmokePlan, outcomes: list[process.JobOutcome]) -> list[str]:
+    """What became of each node's torchrun."""
+    problems = []
     for node, outcome in zip(p.nodes, outcomes):
         if not outcome.started_children:
             problems.append(
@@ -180,33 +167,30 @@ def node_problems(
     return problems
 
 
-def run(
-    spec: Spec,
-    project: Path,
-    machine: Machine,
-    timeout: float,
-    echo: Callable[[str], None] = lambda line: None,
-    python: str = sys.executable,
-    addr: str = LOOPBACK,
-) -> SmokeResult:
-    """Simulate the nodes on this host; never raises for a failing project."""
+def run(spec: Spec, project: Path, options: RunOptions, *, addr: str = LOOPBACK) -> SmokeResult:
+    """Simulate the nodes on this host, the rendezvous at ``addr``; never raises for a failing
+    project."""
     # The script runs `torchrun`: the one next to the interpreter that has the packages.
-    path = f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = f"{Path(options.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     with scratch.directory("nodes") as workdir:
-        p = plan(spec, machine, Path(workdir), free_port(), addr)
+        p = plan(spec, options.machine, Path(workdir), free_port(), addr)
         jobs = []
         for node in p.nodes:
             copy_project(project, node.cwd)
             env = {**os.environ, **node.env, "PATH": path}
-            jobs.append(smoke_process.Job(node.argv, node.cwd, env, f"[node {node.rank}] "))
-        outcomes = smoke_process.execute_all(jobs, timeout, echo, grace=JOIN_GRACE)
+            jobs.append(process.Job(node.argv, node.cwd, env, f"[node {node.rank}] "))
+        outcomes = process.execute_all(jobs, options.timeout, options.echo, grace=JOIN_GRACE)
     lines = [f"[node {i}] {line}" for i, o in enumerate(outcomes) for line in o.lines]
     reports = parse_reports(lines)
     failed = [o.returncode for o in outcomes if o.returncode != 0]
-    problems = node_problems(p, outcomes, timeout)
+    problems = node_problems(p, outcomes, options.timeout)
     problems += [x for x in judge(p, failed[0] if failed else 0, reports) if x not in problems]
-    seconds = max(o.seconds for o in outcomes)
     return SmokeResult(
-        p, failed[0] if failed else 0, seconds, any(o.timed_out for o in outcomes),
-        reports[-1] if reports else None, problems, "".join(lines),
-    )  # fmt: skip
+        p,
+        failed[0] if failed else 0,
+        max(o.seconds for o in outcomes),
+        any(o.timed_out for o in outcomes),
+        reports[-1] if reports else None,
+        problems,
+        "".join(lines),
+    )

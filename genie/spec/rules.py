@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from genie import compat
-from genie.fields import Answers, Field
 from genie.i18n import _
 from genie.registry import FRAMEWORKS
+from genie.spec.fields import Answers, Field
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,6 @@ from typing import Callable
 
 KILL_GRACE = 5.0
 DUMP_GRACE = 2.0  # seconds the ranks get to write their stacks
-# Added to a run's environment: Python writes every thread's stack on SIGABRT (and on crashes).
-FAULTHANDLER_ENV = {"PYTHONFAULTHANDLER": "1"}
 
 
 @dataclass
@@ -40,17 +38,7 @@ def execute(
     """Run ``argv`` in its own session, stream its output to ``echo``, kill it at ``timeout``."""
     lines: list[str] = []
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        start_new_session=True,  # its own process group: a timeout kills every rank
-    )
+    proc = _popen(argv, cwd, env)
     reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
     reader.start()
     timed_out = False
@@ -66,6 +54,20 @@ def execute(
         raise
     reader.join(timeout=KILL_GRACE)
     return Outcome(proc.returncode, lines, time.perf_counter() - started, timed_out)
+
+
+def _popen(argv: tuple[str, ...] | list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # its own process group: a timeout kills every rank
+    )
 
 
 def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:
@@ -162,58 +164,73 @@ def execute_all(
     session. At ``timeout``, or ``grace`` seconds after one job fails while others still run
     (they would wait for it until the timeout), every process of every job is killed."""
     started = time.perf_counter()
-    procs, readers, outputs = [], [], []
+    running: list[_Running] = []
     try:
         for job in jobs:
-            lines: list[str] = []
-            proc = subprocess.Popen(
-                job.argv, cwd=job.cwd, env=job.env, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                errors="replace", start_new_session=True,
-            )  # fmt: skip
-            prefix = job.label
-
-            def show(line: str, prefix: str = prefix) -> None:
-                echo(prefix + line)
-
-            reader = threading.Thread(target=_pump, args=(proc, lines, show), daemon=True)
-            reader.start()
-            procs.append(proc)
-            readers.append(reader)
-            outputs.append(lines)
-        children = [False] * len(jobs)
-        stopped = [False] * len(jobs)
-        timed_out = False
-        failed_at: float | None = None
-        while True:
-            tree = _parents()
-            for i, proc in enumerate(procs):
-                children[i] = children[i] or bool(tree.get(proc.pid))
-            codes = [proc.poll() for proc in procs]
-            if all(code is not None for code in codes):
-                break
-            now = time.perf_counter()
-            if failed_at is None and any(code not in (None, 0) for code in codes):
-                failed_at = now
-            timed_out = now - started > timeout
-            if timed_out or (failed_at is not None and now - failed_at > grace):
-                for i, proc in enumerate(procs):
-                    if proc.poll() is None:
-                        stopped[i] = True
-                        if timed_out and jobs[i].env.get("PYTHONFAULTHANDLER"):
-                            _dump_stacks(proc)
-                        kill_tree(proc)
-                break
-            time.sleep(0.2)
+            running.append(_Running.start(job, echo))
+        timed_out = _watch(running, started, timeout, grace)
     except BaseException:
-        for proc in procs:
-            if proc.poll() is None:
-                kill_tree(proc)
+        for r in running:
+            if r.proc.poll() is None:
+                kill_tree(r.proc)
         raise
-    for reader in readers:
-        reader.join(timeout=KILL_GRACE)
+    for r in running:
+        r.reader.join(timeout=KILL_GRACE)
     seconds = time.perf_counter() - started
     return [
-        JobOutcome(proc.returncode, lines, seconds, timed_out and stop, child, stop)
-        for proc, lines, child, stop in zip(procs, outputs, children, stopped)
+        JobOutcome(
+            r.proc.returncode, r.lines, seconds, timed_out and r.stopped, r.children, r.stopped
+        )
+        for r in running
     ]
+
+
+@dataclass
+class _Running:
+    job: Job
+    proc: subprocess.Popen
+    reader: threading.Thread
+    lines: list[str]
+    children: bool = False  # it has had children (torchrun: its workers started)
+    stopped: bool = False  # we killed it
+
+    @classmethod
+    def start(cls, job: Job, echo: Callable[[str], None]) -> _Running:
+        lines: list[str] = []
+        proc = _popen(job.argv, job.cwd, job.env)
+
+        def show(line: str) -> None:
+            echo(job.label + line)
+
+        reader = threading.Thread(target=_pump, args=(proc, lines, show), daemon=True)
+        reader.start()
+        return cls(job, proc, reader, lines)
+
+    def stop(self, dump_stacks: bool) -> None:
+        self.stopped = True
+        if dump_stacks and self.job.env.get("PYTHONFAULTHANDLER"):
+            _dump_stacks(self.proc)
+        kill_tree(self.proc)
+
+
+def _watch(running: list[_Running], started: float, timeout: float, grace: float) -> bool:
+    """Wait for every job; stop the rest at the timeout or ``grace`` after a failure. True
+    when the timeout struck."""
+    failed_at: float | None = None
+    while True:
+        tree = _parents()
+        for r in running:
+            r.children = r.children or bool(tree.get(r.proc.pid))
+        codes = [r.proc.poll() for r in running]
+        if all(code is not None for code in codes):
+            return False
+        now = time.perf_counter()
+        if failed_at is None and any(code not in (None, 0) for code in codes):
+            failed_at = now
+        timed_out = now - started > timeout
+        if timed_out or (failed_at is not None and now - failed_at > grace):
+            for r in running:
+                if r.proc.poll() is None:
+                    r.stop(dump_stacks=timed_out)
+            return timed_out
+        time.sleep(0.2)

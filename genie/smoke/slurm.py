@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from genie import launch, smoke_process
 from genie.errors import GenieError
+from genie.generate import launch
 from genie.i18n import _
-from genie.smoke import SmokePlan, SmokeResult, failed_rank, judge, parse_reports, run_env
+from genie.smoke import process
+from genie.smoke.plan import RunOptions, SmokePlan, SmokeResult, run_env
+from genie.smoke.verdict import failed_rank, judge, parse_reports
 from genie.spec import Spec
 
 POLL = 0.5  # seconds between looks at the job's output file
@@ -42,13 +44,23 @@ def output_file(spec: Spec, project: Path, job_id: str) -> Path:
     return project / launch.SLURM_LOGS / f"{spec.name}-{job_id}.out"
 
 
-def run(
-    spec: Spec,
-    project: Path,
-    timeout: float,
-    echo: Callable[[str], None] = lambda line: None,
-    python: str = sys.executable,
-) -> SmokeResult:
+@dataclass
+class _Job:
+    """A submitted job as seen from here: sbatch's process, its id, what its output said."""
+
+    proc: subprocess.Popen
+    job_id: str
+    env: dict[str, str]
+    lines: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+    def cancel(self) -> None:
+        if self.job_id:
+            subprocess.run(["scancel", self.job_id], env=self.env, capture_output=True, timeout=30)
+        process.kill_tree(self.proc)
+
+
+def run(spec: Spec, project: Path, options: RunOptions) -> SmokeResult:
     """Submit, wait, judge; never raises for a failing project (only for a missing SLURM)."""
     if spec.scheduler != "slurm" or not (project / launch.SLURM_SCRIPT).is_file():
         raise GenieError(
@@ -58,11 +70,21 @@ def run(
         )
     p = plan(spec, project)
     (project / launch.SLURM_LOGS).mkdir(exist_ok=True)
+    started = time.perf_counter()
+    job = _submit(p, project, options.python)
+    try:
+        _wait(job, output_file(spec, project, job.job_id), started, options)
+    except BaseException:
+        job.cancel()
+        raise
+    return _result(p, job, time.perf_counter() - started, options.timeout)
+
+
+def _submit(p: SmokePlan, project: Path, python: str) -> _Job:
     # The job inherits this environment (sbatch --export=ALL): torchrun and python are
     # the ones of the interpreter that has the project's packages.
     path = f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, **p.env, "PATH": path}
-    started = time.perf_counter()
     try:
         proc = subprocess.Popen(
             p.argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -71,45 +93,43 @@ def run(
     except OSError as err:
         raise GenieError(_("cannot run sbatch: {e}").format(e=err)) from None
     assert proc.stdout is not None
-    job_id = proc.stdout.readline().strip().split(";")[0]
-    lines: list[str] = []
-    timed_out = False
-    try:
-        out = output_file(spec, project, job_id) if job_id else None
-        while proc.poll() is None:
-            if time.perf_counter() - started > timeout:
-                timed_out = True
-                if job_id:
-                    subprocess.run(["scancel", job_id], env=env, capture_output=True, timeout=30)
-                smoke_process.kill_tree(proc)
-                break
-            _follow(out, lines, echo)
-            time.sleep(POLL)
-        proc.wait()
-        _follow(out, lines, echo, final=True)
-    except BaseException:
-        if job_id:
-            subprocess.run(["scancel", job_id], env=env, capture_output=True, timeout=30)
-        smoke_process.kill_tree(proc)
-        raise
-    errors = proc.stderr.read() if proc.stderr else ""
-    if not job_id:
-        lines.append(errors)
-    reports = parse_reports(lines)
-    problems = judge(p, proc.returncode, reports)
-    if timed_out:
+    return _Job(proc, proc.stdout.readline().strip().split(";")[0], env)
+
+
+def _wait(job: _Job, out: Path, started: float, options: RunOptions) -> None:
+    """Follow the job's output until sbatch --wait returns; cancel it at the timeout."""
+    out_file = out if job.job_id else None
+    while job.proc.poll() is None:
+        if time.perf_counter() - started > options.timeout:
+            job.timed_out = True
+            job.cancel()
+            break
+        _follow(out_file, job.lines, options.echo)
+        time.sleep(POLL)
+    job.proc.wait()
+    _follow(out_file, job.lines, options.echo, final=True)
+
+
+def _result(p: SmokePlan, job: _Job, seconds: float, timeout: float) -> SmokeResult:
+    errors = job.proc.stderr.read() if job.proc.stderr else ""
+    if not job.job_id:
+        job.lines.append(errors)
+    reports = parse_reports(job.lines)
+    problems = judge(p, job.proc.returncode, reports)
+    if job.timed_out:
         problems.insert(
-            0, _("timed out after {t:.0f} s; SLURM job {j} was cancelled").format(
-                t=timeout, j=job_id)
-        )  # fmt: skip
-    elif not job_id:
+            0,
+            _("timed out after {t:.0f} s; SLURM job {j} was cancelled").format(
+                t=timeout, j=job.job_id
+            ),
+        )
+    elif not job.job_id:
         problems.insert(0, _("sbatch refused the job: {e}").format(e=errors.strip()))
-    elif culprit := failed_rank("".join(lines)):  # as on this machine: which rank, and how
+    elif culprit := failed_rank("".join(job.lines)):  # as on this machine: which rank, and how
         problems.insert(0, culprit)
-    return SmokeResult(
-        p, proc.returncode, time.perf_counter() - started, timed_out,
-        reports[-1] if reports else None, problems, "".join(lines),
-    )  # fmt: skip
+    report = reports[-1] if reports else None
+    output = "".join(job.lines)
+    return SmokeResult(p, job.proc.returncode, seconds, job.timed_out, report, problems, output)
 
 
 def _follow(

@@ -11,11 +11,7 @@ import re
 from dataclasses import dataclass
 
 from genie.i18n import _
-
-# torchrun's --tee prefix ("[default1]:") and torch's per-rank excepthook prefix ("[rank1]: ").
-_PREFIX = re.compile(r"^(?:\[default(?P<local>\d+)\]:)?(?:\[rank(?P<rank>\d+)\]:)? ?")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
-_LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen ")
+from genie.smoke.torchrun_output import main_stacks, strip_prefixes
 
 
 @dataclass(frozen=True)
@@ -130,18 +126,9 @@ _RAISED = Signature(
 )
 
 
-def unprefix(line: str) -> tuple[int | None, str]:
-    """``"[default1]:[rank1]: x"`` -> ``(1, "x")``; the rank is None for unprefixed lines."""
-    m = _PREFIX.match(line)
-    assert m is not None  # every group is optional
-    rank = m.group("rank") or m.group("local")
-    return (int(rank) if rank is not None else None), line[m.end() :]
-
-
 def explain(output: str, returncode: int | None, timed_out: bool = False) -> list[Explanation]:
     """Every known signature found in a failed run's output, in table order."""
-    lines = [unprefix(line)[1] for line in output.splitlines()]
-    text = "\n".join(lines)
+    text = strip_prefixes(output)
     found = []
     for sig in SIGNATURES:
         if sig.timed_out is not None and sig.timed_out != timed_out:
@@ -183,25 +170,15 @@ def _line_at(text: str, at: int) -> str:
 
 
 def _where_ranks_were(output: str) -> str:
-    """From faulthandler dumps (most recent call first): each rank's innermost frame outside
-    the libraries, and the library function it was inside (``barrier``, ``all_reduce``)."""
-    where: dict[int, str] = {}
-    inside: dict[int, str] = {}
-    for line in output.splitlines():
-        rank, text = unprefix(line)
-        m = _FRAME.match(text)
-        if rank is None or m is None or rank in where:
+    """From faulthandler dumps: each rank's innermost frame outside the libraries, and the
+    library function it was inside (``barrier``, ``all_reduce``)."""
+    where = []
+    for rank, frames in sorted(main_stacks(output).items()):
+        own = next((f for f in frames if not f.library), None)
+        if own is None:
             continue
-        if _LIBRARY.search(m.group("path")):
-            inside.setdefault(rank, m.group("func"))
-            continue
-        name = m.group("path").rsplit("/", 1)[-1]
-        place = f"{name}:{m.group('line')} in {m.group('func')}"
-        if rank in inside:
-            place += _(" (inside {f})").format(f=inside[rank])
-        where[rank] = place
-    if not where:
-        return ""
-    return ": " + "; ".join(
-        _("rank {r} at {place}").format(r=r, place=p) for r, p in sorted(where.items())
-    )
+        place = str(own)
+        if frames[0].library:
+            place += _(" (inside {f})").format(f=frames[0].function)
+        where.append(_("rank {r} at {place}").format(r=rank, place=place))
+    return ": " + "; ".join(where) if where else ""

@@ -6,7 +6,6 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS
@@ -210,88 +209,3 @@ def commands(spec: Spec, tr: Translations | None = None) -> list[Command]:
         argv = tuple(multi_node_args(spec, rank))
         result.append(Command(where, f"bash launch/multi_node.sh {rank}", argv))
     return result
-
-
-# ---------------------------------------------------------------- Kubernetes (Kubeflow)
-
-K8S_WORKDIR = "/workspace"  # where the image holds the project
-
-
-def kubernetes_name(spec: Spec) -> str:
-    """The project name as a Kubernetes object name (DNS-1123: a-z, 0-9, '-')."""
-    name = re.sub(r"[^a-z0-9-]+", "-", spec.name.lower()).strip("-")[:63].strip("-")
-    return name or "train"
-
-
-def _k8s_resources(spec: Spec) -> dict[str, Any]:
-    if spec.gpus_per_node:
-        return {"limits": {"nvidia.com/gpu": spec.gpus_per_node}}
-    return {}
-
-
-def _pod(spec: Spec) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": "pytorch",  # the training operator finds the container by this name
-        "image": spec.image,
-        "workingDir": K8S_WORKDIR,
-        # The operator sets PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR
-        # and PET_MASTER_PORT, which torchrun reads.
-        "command": ["torchrun", ENTRYPOINT],
-        # NCCL and the data loader's workers share memory through /dev/shm
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-    }
-    resources = _k8s_resources(spec)
-    if resources:
-        container["resources"] = resources
-    return {
-        "spec": {
-            "containers": [container],
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-        }
-    }
-
-
-def pytorchjob(spec: Spec) -> dict[str, Any]:
-    """A Kubeflow training operator ``PyTorchJob`` (kubeflow.org/v1): one Master pod and
-    ``nodes - 1`` Worker pods, each running torchrun for ``nproc_per_node`` processes."""
-    replicas: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": _pod(spec)}
-    }
-    if spec.nodes > 1:
-        replicas["Worker"] = {
-            "replicas": spec.nodes - 1, "restartPolicy": "OnFailure", "template": _pod(spec)
-        }  # fmt: skip
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": kubernetes_name(spec)},
-        "spec": {"nprocPerNode": str(spec.processes_per_node), "pytorchReplicaSpecs": replicas},
-    }
-
-
-def trainjob(spec: Spec) -> dict[str, Any]:
-    """A Kubeflow Trainer v2 ``TrainJob`` (trainer.kubeflow.org/v1alpha1) on the
-    ``torch-distributed`` runtime, which starts torchrun on every node."""
-    trainer: dict[str, Any] = {
-        "image": spec.image,
-        "command": ["torchrun", ENTRYPOINT],
-        "numNodes": spec.nodes,
-        "numProcPerNode": spec.processes_per_node,
-    }
-    resources = _k8s_resources(spec)
-    if resources:
-        trainer["resourcesPerNode"] = resources
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": kubernetes_name(spec)},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
-    }
-
-
-def manifest_text(manifest: dict[str, Any], header: str) -> str:
-    """A manifest as YAML with a comment header."""
-    import yaml
-
-    comment = "".join(f"# {line}\n" for line in header.splitlines())
-    return comment + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)

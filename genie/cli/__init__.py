@@ -1,0 +1,67 @@
+"""genie's command line: parse, call, print. One module per command; the logic lives in the
+modules they call. :func:`main` is the one place a user's error becomes one line and an exit
+status."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from genie.cli import convert, doctor, new, smoke  # noqa: F401  (each registers its command)
+from genie.cli.group import cli
+from genie.errors import GenieError
+from genie.i18n import _
+
+__all__ = ["cli", "main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: user errors print one line and exit non-zero, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="genie", standalone_mode=False)
+    except click.exceptions.Abort as err:
+        # click turns KeyboardInterrupt and EOFError into Abort; the cause tells them apart.
+        if isinstance(err.__cause__, EOFError):
+            _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
+        _fail(_("interrupted; nothing written"), 130)
+    except click.ClickException as err:
+        if isinstance(err, click.NoSuchOption) and err.option_name == "--lang":
+            name = err.ctx.info_name if err.ctx else "new"
+            _fail(
+                _(
+                    "--lang is genie's own option: put it before the command, e.g. "
+                    "genie --lang zh {c} ..."
+                ).format(c=name),
+                2,
+            )
+        if isinstance(err, click.NoSuchOption):
+            _suggest(err)
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        _fail(_("interrupted; nothing written"), 130)
+    except GenieError as err:
+        _fail(str(err), err.exit_code)
+
+
+def _suggest(err: click.NoSuchOption) -> None:
+    """Add the options that ``err``'s unknown one starts, or nearly spells (``--gpu`` ->
+    ``--gpus-per-node``), to what click suggests."""
+    from difflib import get_close_matches
+
+    if err.ctx is None:
+        return
+    known = [o for p in err.ctx.command.params for o in (*p.opts, *p.secondary_opts)]
+    typed = err.option_name
+    found = [o for o in known if o.startswith(typed)]
+    found += get_close_matches(typed, known, n=3, cutoff=0.5)
+    if found:
+        err.possibilities = list(dict.fromkeys(found))[:3]  # type: ignore[misc]
+
+
+def _fail(message: str, code: int) -> None:
+    from genie import ui
+
+    ui.error(message)
+    sys.exit(code)

@@ -1,0 +1,68 @@
+"""``genie doctor``: the machine checks, as a table or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from genie.cli.group import cli
+from genie.errors import GenieError
+from genie.i18n import _
+
+
+@cli.command(
+    help=_(
+        "Check this machine for what breaks distributed training, with a fix for each "
+        "problem.\n\n"
+        "Exit status: 0 when no check fails (warnings allowed), 1 when a check fails, 2 on bad "
+        "input."
+    )
+)
+@click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help=_("A genie project: its answers supply what the flags do not, and its pins are checked."),
+)
+@click.option("--master-addr", help=_("Node 0's address: it must resolve, and not to loopback."))
+@click.option(
+    "--master-port",
+    type=click.IntRange(1, 65535),
+    help=_("Rendezvous port (default: the project's, else 29500); must be free on the master."),
+)
+@click.option("--reach", is_flag=True, help=_("Also open a TCP connection to the master's port."))
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help=_("Interpreter whose torch and packages are checked (default: the one running genie)."),
+)
+@click.option("--json", "as_json", is_flag=True, help=_("Print the checks as a JSON list."))
+def doctor(
+    project_dir: Path | None,
+    master_addr: str | None,
+    master_port: int | None,
+    reach: bool,
+    python: str | None,
+    as_json: bool,
+) -> None:
+    from genie import doctor as checks
+    from genie import ui
+    from genie.spec.project import load_project
+
+    ctx = checks.Context(master_addr=master_addr, master_port=master_port, reach=reach)
+    ctx.python = python or sys.executable
+    if project_dir is not None:
+        ctx.spec, ctx.project_dir = load_project(project_dir), project_dir.absolute()
+    if reach and ctx.addr is None:
+        raise GenieError(_("--reach needs --master-addr, or a multi-node --project"))
+    results = checks.run(ctx)
+    if as_json:
+        import json
+
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        ui.doctor(results)
+    checks.ensure_passed(results)

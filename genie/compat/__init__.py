@@ -1,0 +1,45 @@
+"""What genie knows about PyTorch versions and the libraries beside them, as data.
+
+- :mod:`genie.compat.torch`: torch releases, their Pythons, API gates, impossible combinations
+- :mod:`genie.compat.libraries`: library release lines and a project's pinned requirements
+
+Callers read both through this package; the submodules never import it.
+"""
+
+from genie.compat.libraries import (
+    LIBRARY_FEATURES,
+    LIBRARY_LINES,
+    PROGRESS_PACKAGE,
+    TRACKER_PACKAGES,
+    LibraryLine,
+    library_features,
+    library_line,
+    packages,
+    requirements,
+)
+from genie.compat.torch import (
+    FEATURES,
+    FSDP_CPU_FROM,
+    NEWEST,
+    RELEASES,
+    SUPPORTED,
+    UNVERIFIED,
+    TorchRelease,
+    Version,
+    compile_problem,
+    features,
+    format_minor,
+    fsdp_needs_gpus,
+    fsdp_problem,
+    parse_minor,
+    python_problem,
+    release,
+)
+
+__all__ = [
+    "FEATURES", "FSDP_CPU_FROM", "LIBRARY_FEATURES", "LIBRARY_LINES", "NEWEST", "PROGRESS_PACKAGE",
+    "RELEASES", "SUPPORTED", "TRACKER_PACKAGES", "UNVERIFIED", "LibraryLine", "TorchRelease",
+    "Version", "compile_problem", "features", "format_minor", "fsdp_needs_gpus", "fsdp_problem",
+    "library_features", "library_line", "packages", "parse_minor", "python_problem",
+    "release", "requirements",
+]  # fmt: skip

@@ -1,0 +1,92 @@
+"""Every file of a generated project, with one line saying what it is for (pure)."""
+
+from __future__ import annotations
+
+from genie.i18n import N_, Translations, translations
+from genie.registry import FRAMEWORKS
+from genie.spec import Spec
+from genie.spec.answers import ANSWERS_FILE
+
+MODULE_PURPOSES = {
+    "config.py": N_("command-line options and their defaults"),
+    "fsdp.py": N_("sharding the model with FSDP"),
+    "dist_utils.py": N_("process group, timeout, seeding, decisions all ranks share"),
+    "checkpoint.py": N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+    "optim.py": N_("optimizer, warmup + cosine LR schedule, loss scaler"),
+    "evaluation.py": N_("held-out split and validation exact across ranks"),
+    "tracking.py": N_("logging, progress and the experiment tracker (rank 0)"),
+    "smoke_check.py": N_("what genie reads to judge a --smoke run"),
+}
+EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
+
+
+def framework_title(spec: Spec, tr: Translations | None = None) -> str:
+    """What trains the project, in words (the README and genie's file list say it), in
+    genie's language or ``tr``'s."""
+    gettext = translations().gettext if tr is None else tr.gettext
+    framework = FRAMEWORKS[spec.framework]
+    return gettext(
+        framework.fsdp_title
+        if spec.strategy == "fsdp" and framework.fsdp_title
+        else framework.title
+    )
+
+
+def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str, str]]:
+    """Every file of the project, with one line saying what it is for: in genie's language, or
+    ``tr``'s (a README's)."""
+    gettext = translations().gettext if tr is None else tr.gettext
+    framework = FRAMEWORKS[spec.framework]
+    files = [
+        (
+            "train.py",
+            gettext("training with {f}: setup, loop, checkpoints, resume").format(
+                f=framework_title(spec, tr)
+            ),
+        ),
+        ("model.py", gettext("the model; replace it with yours")),
+        ("data.py", gettext("the dataset; replace it with yours")),
+    ]
+    modules = list(framework.modules)
+    if spec.strategy == "fsdp" and spec.framework == "ddp":
+        modules.insert(0, "fsdp.py")
+    files += [(name, gettext(MODULE_PURPOSES[name])) for name in modules]
+    return files + _launch_files(spec, tr) + _project_files(spec, tr)
+
+
+def _launch_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
+    gettext = translations().gettext if tr is None else tr.gettext
+    torchrun = FRAMEWORKS[spec.framework].torchrun
+    files = [
+        (
+            "launch/single_node.sh",
+            gettext("torchrun on this machine") if torchrun else gettext("python on this machine"),
+        )
+    ]
+    if spec.multi_node:
+        files.append(("launch/multi_node.sh", gettext("torchrun on each node: pass its NODE_RANK")))
+    if spec.scheduler == "slurm":
+        files.append(
+            ("launch/slurm.sbatch", gettext("the SLURM batch job: sbatch launch/slurm.sbatch"))
+        )
+    if spec.scheduler == "kubernetes":
+        files.append(
+            ("launch/pytorchjob.yaml", gettext("Kubeflow PyTorchJob (training operator v1)"))
+        )
+        files.append(
+            ("launch/trainjob.yaml", gettext("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
+        )
+    return files
+
+
+def _project_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
+    gettext = translations().gettext if tr is None else tr.gettext
+    return [
+        ("tests/test_smoke.py", gettext("pytest: 2-process CPU training, checkpoints, resume")),
+        ("pytest.ini", gettext("pytest settings: this directory is the rootdir wherever it sits")),
+        ("requirements.txt", gettext("pinned dependencies for torch {v}").format(v=spec.torch)),
+        ("README.md", gettext("how to run and adapt the project")),
+        *([("README.zh-CN.md", gettext("README.md in Chinese"))] if spec.docs_lang == "zh" else []),
+        (".gitignore", gettext("keeps checkpoints and caches out of git")),
+        (ANSWERS_FILE, gettext("the answers genie used; regenerate with --answers")),
+    ]

@@ -1,0 +1,63 @@
+"""Render a project in memory: cookiecutter on the template, black on the Python files.
+
+:func:`render` has no side effects outside a private temp dir. The spec reaches the template
+as a private context variable (cookiecutter renders its public string variables as Jinja, so
+no user text may go there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from genie import scratch
+from genie.generate.catalogue import project_files
+from genie.generate.context import context
+from genie.generate.pause import pause_point
+from genie.spec import Spec
+from genie.spec.answers import ANSWERS_FILE, dump_answers
+
+
+def template_root() -> Path:
+    """The cookiecutter template: inside the installed package, or at the repository root."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "templates" / "project", package.parent / "templates" / "project"):
+        if (candidate / "cookiecutter.json").is_file():
+            return candidate
+    raise RuntimeError(f"genie's templates are missing next to {package}; reinstall genie")
+
+
+def render(spec: Spec) -> dict[str, bytes]:
+    """Render the project in memory: relative path -> content, formatted and ready to write."""
+    import black
+    from cookiecutter.main import cookiecutter
+
+    wanted = [path for path, _what in project_files(spec) if path != ANSWERS_FILE]
+    files: dict[str, bytes] = {}
+    with scratch.directory("render") as tmp:
+        config = Path(tmp, "cookiecutter.yml")
+        # Keep cookiecutter's replay files and clone cache out of the user's home.
+        config.write_text(f"replay_dir: {tmp}/replay\ncookiecutters_dir: {tmp}/cache\n")
+        out = cookiecutter(
+            str(template_root()),
+            no_input=True,
+            extra_context={"_genie": context(spec)},
+            output_dir=str(Path(tmp, "out")),
+            config_file=str(config),
+            accept_hooks=False,
+        )
+        pause_point("render")
+        for path in wanted:
+            text = Path(out, path).read_text(encoding="utf-8")
+            if path.endswith(".py"):
+                text = black.format_str(text, mode=black.Mode())
+            files[path] = text.encode("utf-8")
+    files[ANSWERS_FILE] = dump_answers(spec).encode("utf-8") + _hashes(files)
+    return files
+
+
+def _hashes(files: dict[str, bytes]) -> bytes:
+    """Hashes of the generated files, so a later --force knows which ones the user changed."""
+    lines = ["files:  # sha256 of each file as genie wrote it"]
+    lines += [f'  "{path}": {hashlib.sha256(data).hexdigest()}' for path, data in files.items()]
+    return ("\n".join(lines) + "\n").encode("utf-8")

@@ -1,0 +1,15 @@
+"""The smoke test: a generated project really trains for a few steps, and genie judges what
+it reports.
+
+- :mod:`~genie.smoke.contract`: the report line the templates print (marker and keys)
+- :mod:`~genie.smoke.plan`: the plan and result types every runner shares (a leaf)
+- :mod:`~genie.smoke.runner`: which runner a project needs, and what it must have installed
+- :mod:`~genie.smoke.local`, :mod:`~genie.smoke.nodes`, :mod:`~genie.smoke.slurm`: the
+  runners (this machine, simulated nodes, a SLURM job), one signature
+- :mod:`~genie.smoke.process`: process trees with a timeout that kills all of them
+- :mod:`~genie.smoke.torchrun_output`: the one reader of torchrun's output
+- :mod:`~genie.smoke.verdict`: the report line found and judged against the plan
+- :mod:`~genie.smoke.signatures`: known failures, their causes and fixes
+
+Submodules import each other directly; this package exports nothing.
+"""
