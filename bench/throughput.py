@@ -163,7 +163,7 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
             # what one side sets globally must not carry over to the next
             torch.set_float32_matmul_precision(precision)
             if rank == 0:
-                step = statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+                step = statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
                 record = {"round": r, "side": side, "seconds": seconds, "step": step}
                 print(MARKER + json.dumps(record))
                 sys.stdout.flush()
@@ -217,7 +217,7 @@ def summary(mine: list[float], base: list[float]) -> tuple[float, float, float]:
     largest for which fewer than k of n ratios fall below the true median with probability
     at most 2.5% (binomial, p = 1/2). Below 6 rounds there is none: the range stands in.
     """
-    ratios = sorted(a / b for a, b in zip(mine, base))
+    ratios = sorted(a / b for a, b in zip(mine, base, strict=True))
     n, k, below = len(ratios), 0, 0.0
     while k < n // 2 and 2 * (below + math.comb(n, k) / 2**n) <= 0.05:
         below += math.comb(n, k) / 2**n

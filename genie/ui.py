@@ -118,9 +118,10 @@ def verdict(result: SmokeResult, title: str | None = None) -> None:
         )
     table.add_row(
         _("tested"),
-        tested.format(n=p.devices or p.nproc, backend=p.backend, device=p.device,
-                      precision=p.precision),
-    )  # fmt: skip
+        tested.format(
+            n=p.devices or p.nproc, backend=p.backend, device=p.device, precision=p.precision
+        ),
+    )
     if r:
         table.add_row(_("steps"), str(r.get("steps")))
         table.add_row(_("loss"), f"{_fmt(r.get('first_loss'))} → {_fmt(r.get('last_loss'))}")
@@ -168,7 +169,8 @@ def doctor(results: list[DoctorResult]) -> None:
         ngettext(
             "{p} passed, {w} warning, {f} failed",
             "{p} passed, {w} warnings, {f} failed",
-            counts["warn"]).format(  # fmt: skip
+            counts["warn"],
+        ).format(
             p=counts["pass"],
             w=counts["warn"],
             f=counts["fail"],
@@ -177,8 +179,9 @@ def doctor(results: list[DoctorResult]) -> None:
     )
 
 
-def explain(found: list[Explanation], tail: list[str], project: str) -> None:
-    """Why a smoke run likely failed and how to fix it, then the last lines it printed."""
+def explain(found: list[Explanation], tail: list[str], project: str, footer: bool = True) -> None:
+    """Why a run likely failed and how to fix it, then the last lines it printed; with
+    ``footer``, where to check the machine."""
     c = console()
     if found:
         c.print("\n" + _("Likely cause"), markup=False, style="bold")
@@ -193,6 +196,8 @@ def explain(found: list[Explanation], tail: list[str], project: str) -> None:
         c.print("\n" + _("Last lines of the output:"), markup=False)
         for line in tail:
             stream(line)
-    c.print(
-        "\n" + _("Check this machine: genie doctor --project {d}").format(d=project), markup=False
-    )
+    if footer:
+        c.print(
+            "\n" + _("Check this machine: genie doctor --project {d}").format(d=project),
+            markup=False,
+        )

@@ -13,7 +13,8 @@ instead of exiting.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from genie.detect import Machine
 from genie.errors import SpecError
@@ -25,8 +26,16 @@ from genie.spec.fields import Answers, Field
 from genie.spec.questions import FIELD_BY_NAME, FIELDS
 
 # Asked before the summary; the rest is asked only under "Customize training settings".
-ESSENTIALS = ("nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch", "task",
-              "framework")  # fmt: skip
+ESSENTIALS = (
+    "nodes",
+    "master_addr",
+    "master_port",
+    "rdzv",
+    "gpus_per_node",
+    "torch",
+    "task",
+    "framework",
+)
 NOT_TRAINING = ("name", "docs_lang")  # offered by "Change a setting", not by "Customize"
 GENERATE, CHANGE, CUSTOMIZE, CANCEL = "generate", "change", "customize", "cancel"
 _MAX_REASKS = 20  # a bound on "re-ask the offending question" (each re-ask narrows a choice)
@@ -77,9 +86,11 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
             yes_no = _("(Y/n)") if default else _("(y/N)")
             # The trailing space: "(y/N) No", not "(y/N)No".
             question = questionary.confirm(
-                field.question, default=bool(default), instruction=f"{hint} {yes_no} ",
+                field.question,
+                default=bool(default),
+                instruction=f"{hint} {yes_no} ",
                 **prompt_kwargs,
-            )  # fmt: skip
+            )
         elif field.choices:
             offered = rules.allowed(field, answers) or field.choices
             described = field.choice_help or {}
@@ -87,7 +98,7 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
                 field.question,
                 choices=[
                     questionary.Choice(title, value=c, description=described.get(c))
-                    for c, title in zip(offered, field.titles(offered))
+                    for c, title in zip(offered, field.titles(offered), strict=True)
                 ],
                 default=default if default in offered else None,
                 instruction=hint,
@@ -152,8 +163,9 @@ class Session:
             _say("  ! " + problem, self.prompt_kwargs)
             context = {k: v for k, v in values.items() if k != name}
             field = FIELD_BY_NAME[name]
-            self.answered[name] = self.ask(field, spec_mod.default(field, context, self.machine),
-                                           context)  # fmt: skip
+            self.answered[name] = self.ask(
+                field, spec_mod.default(field, context, self.machine), context
+            )
         spec_mod.finish(values)  # raises the problem, as --yes would
         return values
 
@@ -165,8 +177,11 @@ class Session:
                 self.answered.setdefault(name, values[name])
 
     def changeable(self, values: dict[str, Any]) -> list[Field]:
-        return [f for f in FIELDS if f.name != "name" and f.name not in self.raw
-                and values.get(f.name) is not None]  # fmt: skip
+        return [
+            f
+            for f in FIELDS
+            if f.name != "name" and f.name not in self.raw and values.get(f.name) is not None
+        ]
 
 
 def run(
@@ -187,14 +202,15 @@ def run(
             choices=[
                 questionary.Choice(_("Generate"), value=GENERATE, shortcut_key="y"),
                 questionary.Choice(_("Change a setting"), value=CHANGE, shortcut_key="c"),
-                questionary.Choice(_("Customize training settings"), value=CUSTOMIZE,
-                                   shortcut_key="t"),
+                questionary.Choice(
+                    _("Customize training settings"), value=CUSTOMIZE, shortcut_key="t"
+                ),
                 questionary.Choice(_("Cancel: write nothing"), value=CANCEL, shortcut_key="n"),
             ],
             use_shortcuts=True,
             instruction=" ",
             **prompt_kwargs,
-        ).unsafe_ask()  # fmt: skip
+        ).unsafe_ask()
         if action == GENERATE:
             return project
         if action == CANCEL:

@@ -165,7 +165,7 @@ def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     machine = Machine(gpus=0, torch=None, python="3.11", hostname="h")
-    raw = dict(zip([a[2:].replace("-", "_") for a in args[::2]], args[1::2]))
+    raw = dict(zip([a[2:].replace("-", "_") for a in args[::2]], args[1::2], strict=True))
     project = build_spec({"name": "proj", **raw}, machine)
     for command in launch.commands(project):
         whole = launch.shell_join(command.argv)

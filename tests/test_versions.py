@@ -145,7 +145,9 @@ def keyword_values(source: str, func: str, *names: str) -> list:
 
     def value(node: ast.expr):
         if isinstance(node, ast.Dict):
-            return {ast.literal_eval(k): value(v) for k, v in zip(node.keys, node.values)}
+            return {
+                ast.literal_eval(k): value(v) for k, v in zip(node.keys, node.values, strict=True)
+            }
         try:
             return ast.literal_eval(node)
         except ValueError:

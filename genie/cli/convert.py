@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from genie.cli.group import cli
+from genie.cli.options import seconds_option
 from genie.i18n import _
 
 
@@ -47,13 +48,7 @@ from genie.i18n import _
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     help=_("Where the check runs (relative paths resolve there) [a new temporary directory]."),
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=300.0,
-    show_default=True,
-    help=_("Seconds before the check is killed."),
-)
+@seconds_option("--timeout", 300.0, _("Seconds before the check is killed."))
 @click.option("--force", is_flag=True, help=_("Replace existing output files (never SCRIPT)."))
 @click.option("--yes", "-y", is_flag=True, help=_("Write without asking."))
 def convert(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from genie.cli.group import cli
-from genie.cli.options import field_options
+from genie.cli.options import field_options, seconds_option
 from genie.cli.smoke import run_smoke
 from genie.errors import Aborted, GenieError
 from genie.i18n import _
@@ -60,12 +60,8 @@ DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
     default=True,
     help=_("Smoke-test the project after generating it."),
 )
-@click.option(
-    "--smoke-timeout",
-    type=click.FloatRange(min=1),
-    default=contract.SMOKE_TIMEOUT,
-    show_default=True,
-    help=_("Seconds before the smoke test is killed."),
+@seconds_option(
+    "--smoke-timeout", contract.SMOKE_TIMEOUT, _("Seconds before the smoke test is killed.")
 )
 def new(
     directory: Path,

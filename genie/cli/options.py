@@ -3,7 +3,8 @@ and the default, choice completion. Values stay strings: Field.parse judges them
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -55,6 +56,16 @@ def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]
         metavar=f.kind.__name__.upper(),
         help=help_text,
         shell_complete=_completer(f) if f.choices else None,
+    )
+
+
+def seconds_option(
+    flag: str, default: float, help: str, name: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A time limit in seconds (at least 1), with its default shown."""
+    names = (flag, name) if name else (flag,)
+    return click.option(
+        *names, type=click.FloatRange(min=1), default=default, show_default=True, help=help
     )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from genie.cli.group import cli
+from genie.cli.options import seconds_option
 from genie.errors import GenieError, SmokeFailed
 from genie.i18n import _
 from genie.smoke import contract
@@ -25,13 +26,7 @@ TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanatio
     help=_("Smoke-test an existing genie project: a few real training steps under torchrun.")
 )
 @click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=contract.SMOKE_TIMEOUT,
-    show_default=True,
-    help=_("Seconds before the run is killed."),
-)
+@seconds_option("--timeout", contract.SMOKE_TIMEOUT, _("Seconds before the run is killed."))
 @click.option(
     "--python",
     "python",

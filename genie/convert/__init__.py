@@ -119,20 +119,26 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
     world = nproc * nodes
     if conversion.batch is None:
         out.append(
-            _("Batch: each process keeps its batch size, so {w} processes train on {w} times "
-              "the batch per step; the learning rate is unchanged: consider scaling it "
-              "(linearly, with warmup) or dividing the per-process batch by {w}.").format(w=world)
-        )  # fmt: skip
+            _(
+                "Batch: each process keeps its batch size, so {w} processes train on {w} times "
+                "the batch per step; the learning rate is unchanged: consider scaling it "
+                "(linearly, with warmup) or dividing the per-process batch by {w}."
+            ).format(w=world)
+        )
     else:
         out.append(
-            _("Batch: {b} per process, so {w} processes train on a global batch of {w} x {b} "
-              "per step; the learning rate is unchanged: if it was tuned for batch {b}, "
-              "consider scaling it (linearly, with warmup) or keeping the global batch by "
-              "dividing the per-process batch by {w}.").format(b=conversion.batch, w=world)
-        )  # fmt: skip
+            _(
+                "Batch: {b} per process, so {w} processes train on a global batch of {w} x {b} "
+                "per step; the learning rate is unchanged: if it was tuned for batch {b}, "
+                "consider scaling it (linearly, with warmup) or keeping the global batch by "
+                "dividing the per-process batch by {w}."
+            ).format(b=conversion.batch, w=world)
+        )
     for name in conversion.evaluation:
         out.append(
-            _("Evaluation: {n} is left whole: every process evaluates all of it with the same "
-              "parameters (the single-process metric); rank 0 prints it.").format(n=name)
-        )  # fmt: skip
+            _(
+                "Evaluation: {n} is left whole: every process evaluates all of it with the same "
+                "parameters (the single-process metric); rank 0 prints it."
+            ).format(n=name)
+        )
     return out

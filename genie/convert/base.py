@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -22,7 +22,7 @@ from genie.i18n import _
 LOCAL_RANK, RANK, WORLD_SIZE, DEVICE = "LOCAL_RANK", "RANK", "WORLD_SIZE", "DEVICE"
 TODO = "# genie: TODO: "
 
-Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
 
 @dataclass(frozen=True)

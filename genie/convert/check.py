@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from genie import scratch
 from genie.convert import probe
@@ -32,9 +32,17 @@ def plan(
         nproc, backend, device = contract.CPU_PROCESSES, "gloo", "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""  # one GPU cannot hold two NCCL ranks: test on CPU
     argv = (
-        python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "--tee=3", "-m", "genie.convert.probe", str(script), *args,
-    )  # fmt: skip
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "--tee=3",
+        "-m",
+        "genie.convert.probe",
+        str(script),
+        *args,
+    )
     return SmokePlan(argv, env, nproc, backend, device, _("as written"), ())
 
 
@@ -58,9 +66,10 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
         problems.append(_("torchrun exited with {rc}").format(rc=returncode))
     if len(reports) != 1:
         problems.append(
-            _("the probe reported {n} times, not once (did the script join the process group?)")
-            .format(n=len(reports))
-        )  # fmt: skip
+            _(
+                "the probe reported {n} times, not once (did the script join the process group?)"
+            ).format(n=len(reports))
+        )
         return problems
     report = reports[0]
     missing = [k for k in probe.KEYS if k not in report]

@@ -38,8 +38,9 @@ def layout_from_flags(
 
     if nodes > 1:
         if not master_addr:
-            raise GenieError(_("--nodes {n} needs --master-addr (node 0's hostname or IP)")
-                             .format(n=nodes))  # fmt: skip
+            raise GenieError(
+                _("--nodes {n} needs --master-addr (node 0's hostname or IP)").format(n=nodes)
+            )
         master_addr = FIELD_BY_NAME["master_addr"].parse(master_addr)
     return Layout(nproc_per_node or gpus or 2, nodes, master_addr, master_port)
 

@@ -38,9 +38,13 @@ def commands(output: Path, layout: Layout) -> list[launch.Command]:
     result = []
     for rank in range(layout.nodes):
         argv = launch.torchrun_args(
-            name, layout.nproc_per_node, layout.nodes, master_addr=layout.master_addr,
-            master_port=layout.master_port, node_rank=rank,
-        )  # fmt: skip
+            name,
+            layout.nproc_per_node,
+            layout.nodes,
+            master_addr=layout.master_addr,
+            master_port=layout.master_port,
+            node_rank=rank,
+        )
         where = f"node {rank}" + (f" ({layout.master_addr})" if rank == 0 else "")
         result.append(
             launch.Command(where, f"bash launch/{stem}_multi_node.sh {rank}", tuple(argv))
@@ -64,10 +68,13 @@ def launch_scripts(output: Path, layout: Layout) -> dict[str, str]:
     if layout.nodes > 1:
         multi = launch.shell_join(
             launch.torchrun_args(
-                name, n, layout.nodes, master_addr=layout.master_addr,
+                name,
+                n,
+                layout.nodes,
+                master_addr=layout.master_addr,
                 master_port=layout.master_port,
             )
-        )  # fmt: skip
+        )
         usage = f"usage: bash launch/{stem}_multi_node.sh NODE_RANK [{name} arguments...]"
         files[f"launch/{stem}_multi_node.sh"] = (
             "#!/usr/bin/env bash\n"
@@ -97,9 +104,11 @@ def check_writable(script: Path, files: dict[Path, str], force: bool) -> None:
     for path in files:
         if path.resolve() == original:
             raise GenieError(
-                _("{p} is the script being converted; genie never overwrites it: pick "
-                  "another -o").format(p=path)
-            )  # fmt: skip
+                _(
+                    "{p} is the script being converted; genie never overwrites it: pick "
+                    "another -o"
+                ).format(p=path)
+            )
         if path.exists() and (not path.is_file() or not force):
             raise GenieError(
                 _("{p} exists; pass --force to replace it, or pick another -o").format(p=path)

@@ -226,10 +226,12 @@ class LoaderRewrite(Rewrite):
         if id(original) in self.loaders.no_epoch and shuffle is not None:
             self.mark_todo(
                 original,
-                N_("no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
-                   "each epoch, or every epoch repeats the same order"),
+                N_(
+                    "no epoch loop found: call {n}.sampler.set_epoch(epoch) at the start of "
+                    "each epoch, or every epoch repeats the same order"
+                ),
                 n=name,
-            )  # fmt: skip
+            )
         self.ctx.uses.add("DistributedSampler")
         self.ctx.change(
             original,

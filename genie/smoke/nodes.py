@@ -62,10 +62,11 @@ def plan(spec: Spec, machine: Machine, workdir: Path, port: int, addr: str = LOO
         precision, notes = cpu_precision(spec)
         backend, device = "gloo", "cpu"
     notes.append(
-        _("planned {nodes} node(s) x {per} processes; tested {n} simulated nodes x {p} on "
-          "this host, through {script}").format(
-            nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=SCRIPT)
-    )  # fmt: skip
+        _(
+            "planned {nodes} node(s) x {per} processes; tested {n} simulated nodes x {p} on "
+            "this host, through {script}"
+        ).format(nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=SCRIPT)
+    )
     runs = []
     for rank in range(nodes):
         cwd = workdir / f"node-{rank}"
@@ -85,9 +86,16 @@ def plan(spec: Spec, machine: Machine, workdir: Path, port: int, addr: str = LOO
         argv = ("bash", SCRIPT, str(rank), *train_args(precision, out))
         runs.append(NodeRun(rank, argv, cwd, env))
     return SmokePlan(
-        runs[0].argv, runs[0].env, nodes * per_node, backend, device, precision, tuple(notes),
-        strategy=spec.strategy, nodes=tuple(runs),
-    )  # fmt: skip
+        runs[0].argv,
+        runs[0].env,
+        nodes * per_node,
+        backend,
+        device,
+        precision,
+        tuple(notes),
+        strategy=spec.strategy,
+        nodes=tuple(runs),
+    )
 
 
 def free_port() -> int:
@@ -150,16 +158,16 @@ def _failed_first(found: list[tuple[int, Failure]]) -> list[str]:
 def _node_fates(p: SmokePlan, outcomes: list[process.JobOutcome]) -> list[str]:
     """What became of each node's torchrun."""
     problems = []
-    for node, outcome in zip(p.nodes, outcomes):
+    for node, outcome in zip(p.nodes, outcomes, strict=True):
         if not outcome.started_children:
             problems.append(
-                _("node {n} never joined: its torchrun started no worker (is {addr}:{port} "
-                  "reachable from it?)").format(
-                    n=node.rank, addr=node.env["MASTER_ADDR"], port=node.env["MASTER_PORT"])
-            )  # fmt: skip
+                _(
+                    "node {n} never joined: its torchrun started no worker (is {addr}:{port} "
+                    "reachable from it?)"
+                ).format(n=node.rank, addr=node.env["MASTER_ADDR"], port=node.env["MASTER_PORT"])
+            )
         elif outcome.stopped and not outcome.timed_out:
-            problems.append(_("node {n} was stopped after another node failed").format(
-                n=node.rank))  # fmt: skip
+            problems.append(_("node {n} was stopped after another node failed").format(n=node.rank))
         elif outcome.returncode not in (0, None) and not outcome.stopped:
             problems.append(
                 _("node {n}: torchrun exited with {rc}").format(n=node.rank, rc=outcome.returncode)

@@ -4,9 +4,10 @@ A leaf: it imports nothing else of the smoke package."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from genie.i18n import _
 from genie.smoke import contract

@@ -12,9 +12,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 KILL_GRACE = 5.0
 DUMP_GRACE = 2.0  # seconds the ranks get to write their stacks
@@ -38,7 +38,7 @@ def execute(
     """Run ``argv`` in its own session, stream its output to ``echo``, kill it at ``timeout``."""
     lines: list[str] = []
     started = time.perf_counter()
-    proc = _popen(argv, cwd, env)
+    proc = popen(argv, cwd, env)
     reader = threading.Thread(target=_pump, args=(proc, lines, echo), daemon=True)
     reader.start()
     timed_out = False
@@ -56,13 +56,16 @@ def execute(
     return Outcome(proc.returncode, lines, time.perf_counter() - started, timed_out)
 
 
-def _popen(argv: tuple[str, ...] | list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+def popen(
+    argv: tuple[str, ...] | list[str], cwd: Path, env: dict[str, str], merge_stderr: bool = True
+) -> subprocess.Popen:
+    """``argv`` with its output piped as text, in a session of its own."""
     return subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
         errors="replace",
@@ -197,7 +200,7 @@ class _Running:
     @classmethod
     def start(cls, job: Job, echo: Callable[[str], None]) -> _Running:
         lines: list[str] = []
-        proc = _popen(job.argv, job.cwd, job.env)
+        proc = popen(job.argv, job.cwd, job.env)
 
         def show(line: str) -> None:
             echo(job.label + line)

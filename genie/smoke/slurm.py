@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from genie.errors import GenieError
 from genie.generate import launch
@@ -33,10 +33,15 @@ def plan(spec: Spec, project: Path) -> SmokePlan:
         script=launch.SLURM_SCRIPT, n=spec.nodes, p=spec.processes_per_node
     )
     return SmokePlan(
-        tuple(launch.sbatch_args(("--smoke",), wait=True)), env, spec.world_size,
-        "nccl" if gpus else "gloo", "cuda" if gpus else "cpu", spec.precision, (note,),
+        tuple(launch.sbatch_args(("--smoke",), wait=True)),
+        env,
+        spec.world_size,
+        "nccl" if gpus else "gloo",
+        "cuda" if gpus else "cpu",
+        spec.precision,
+        (note,),
         strategy=spec.strategy,
-    )  # fmt: skip
+    )
 
 
 def output_file(spec: Spec, project: Path, job_id: str) -> Path:
@@ -86,10 +91,7 @@ def _submit(p: SmokePlan, project: Path, python: str) -> _Job:
     path = f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, **p.env, "PATH": path}
     try:
-        proc = subprocess.Popen(
-            p.argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, text=True, start_new_session=True,
-        )  # fmt: skip
+        proc = process.popen(p.argv, project, env, merge_stderr=False)
     except OSError as err:
         raise GenieError(_("cannot run sbatch: {e}").format(e=err)) from None
     assert proc.stdout is not None

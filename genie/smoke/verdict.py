@@ -79,8 +79,13 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
     if missing:
         problems.append(_("report lacks {keys}").format(keys=", ".join(missing)))
         return problems
-    return [*problems, *_launched(p, report), *_trained(report), *_weights(p, report),
-            *_results(p, report)]  # fmt: skip
+    return [
+        *problems,
+        *_launched(p, report),
+        *_trained(report),
+        *_weights(p, report),
+        *_results(p, report),
+    ]
 
 
 def _launched(p: SmokePlan, report: dict[str, Any]) -> list[str]:
@@ -169,9 +174,10 @@ def hung_rank(output: str) -> str | None:
     """At a timeout, from each rank's stack dump: the ranks stuck outside torch (their
     peers wait for them inside a collective)."""
     stuck = {
-        rank: frames[0] for rank, frames in main_stacks(output).items() if frames
-        and not frames[0].library
-    }  # fmt: skip
+        rank: frames[0]
+        for rank, frames in main_stacks(output).items()
+        if frames and not frames[0].library
+    }
     if not stuck:
         return None
     return "; ".join(

@@ -9,9 +9,9 @@ whichever way it came in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from genie import compat
 from genie.detect import Machine

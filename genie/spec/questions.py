@@ -3,7 +3,8 @@ help, checks, when it applies). The wizard and the flags are generated from it."
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from genie import compat, i18n
 from genie.detect import Machine
@@ -80,6 +81,21 @@ _NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
 # The README names it; the pods need the project's code, so users build their own.
 DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
+
+
+def _slurm_field(name: str, question: str, help: str, check: Callable[[str], str | None]) -> Field:
+    """An optional #SBATCH setting: empty means the cluster's own default."""
+    return Field(
+        name,
+        str,
+        question,
+        help,
+        default=_const(None),
+        check=check,
+        applies=_slurm,
+        optional=True,
+        not_applicable=_NOT_SLURM,
+    )
 
 
 def _torchrun(answers: Answers) -> bool:
@@ -199,23 +215,17 @@ FIELDS: tuple[Field, ...] = (
         default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
         choice_help=SCHEDULER_CHOICES,
     ),
-    Field(
-        "partition", str, _("SLURM partition (empty: the cluster's default)?"),
-        _("Passed as #SBATCH --partition only when given."),
-        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
+    _slurm_field(
+        "partition", _("SLURM partition (empty: the cluster's default)?"),
+        _("Passed as #SBATCH --partition only when given."), check_slurm_name,
     ),
-    Field(
-        "account", str, _("SLURM account (empty: your default)?"),
-        _("Passed as #SBATCH --account only when given."),
-        default=_const(None), check=check_slurm_name, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
+    _slurm_field(
+        "account", _("SLURM account (empty: your default)?"),
+        _("Passed as #SBATCH --account only when given."), check_slurm_name,
     ),
-    Field(
-        "time", str, _("SLURM time limit (empty: the partition's default)?"),
-        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."),
-        default=_const(None), check=check_slurm_time, applies=_slurm, optional=True,
-        not_applicable=_NOT_SLURM,
+    _slurm_field(
+        "time", _("SLURM time limit (empty: the partition's default)?"),
+        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."), check_slurm_time,
     ),
     Field(
         "image", str, _("Container image with the project and its requirements?"),

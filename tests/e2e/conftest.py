@@ -75,7 +75,7 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     )  # fmt: skip
     return ElasticRun(
         framework, project, env, marker,
-        [subprocess.CompletedProcess(n.args, n.returncode, out) for n, out in zip(nodes, outputs)],
+        [subprocess.CompletedProcess(n.args, n.returncode, out) for n, out in zip(nodes, outputs, strict=True)],
         straight,
     )  # fmt: skip
 

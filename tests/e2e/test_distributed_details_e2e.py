@@ -40,7 +40,7 @@ def two_nodes(dirs: list[Path], *args: str, script: str = "train.py", timeout: f
         for rank, d in enumerate(dirs)
     ]
     outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-    return [(p.returncode, out) for p, out in zip(procs, outputs)]
+    return [(p.returncode, out) for p, out in zip(procs, outputs, strict=True)]
 
 
 def run_script(project: Path, code: str, nproc: int = 2, timeout: float = 300):

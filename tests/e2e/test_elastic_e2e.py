@@ -78,5 +78,5 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     for name, tensor in a.items():  # bit-identical on CPU
         assert torch.equal(tensor, b[name]), name
     assert len(rng_a) == len(rng_b) == 2
-    for rank_a, rank_b in zip(rng_a, rng_b):  # every rank's RNG too
+    for rank_a, rank_b in zip(rng_a, rng_b, strict=True):  # every rank's RNG too
         assert torch.equal(rank_a, rank_b)
