@@ -41,7 +41,8 @@ out = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as tmp:
     cfg = Path(tmp, "c.yml")
     cfg.write_text(f"replay_dir: {tmp}/r\\ncookiecutters_dir: {tmp}/c\\n")
-    project = cookiecutter(str(engine.template_root()), no_input=True, output_dir=str(out),
+    template = engine.template_with_modules(spec, Path(tmp, "t"))  # what genie renders from
+    project = cookiecutter(str(template), no_input=True, output_dir=str(out),
                            extra_context={"_genie": template_context.context(spec)},
                            config_file=str(cfg))
     for path in Path(project).rglob("*.py"):

@@ -1,8 +1,9 @@
-"""Frameworks and tasks, each declared once.
+"""Frameworks, tasks and project modules, each declared once.
 
 The spec (choices, rules), the wizard, rendering (titles, files), compat (packages) and
-the smoke planner (how a project launches) all read these tables: adding a framework or
-a task is one entry here plus its templates.
+the smoke planner (how a project launches) all read these tables: adding a framework, a
+task or a project module is one entry here plus its templates (templates/README.md says
+which; tests/test_throwaway_framework.py proves it for a framework).
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ class Framework:
     fsdp_title: str | None  # the same with --strategy fsdp; None: no FSDP
     wrapper: str  # what wraps the model in train.py, named in its comments
     packages: tuple[str, ...]  # import names besides torch (and the task's)
-    modules: tuple[str, ...]  # project modules besides train.py, model.py and data.py
-    torchrun: bool = True  # False: one plain Python process
+    modules: tuple[str, ...]  # its project modules (MODULES keys), in the order listed
+    torchrun: bool = True  # False: one plain Python process, no process group
     multi_node: bool = True  # False: one node only
+    # True: a library's Trainer runs the loop, checkpoints and resumes (the templates then
+    # have no loop, checkpoint.py or evaluate() of their own); False: train.py's own loop
+    trainer: bool = False
+    # under SLURM, srun starts every process itself (no torchrun): Lightning's SLURM
+    # detection expects exactly that
+    srun_tasks: bool = False
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
     warning: str | None = None  # printed when it is chosen
 
@@ -38,6 +45,34 @@ class Task:
     title: str
     packages: tuple[str, ...]
 
+
+@dataclass(frozen=True)
+class Module:
+    """A module of the generated project besides train.py, model.py and data.py, rendered
+    from its framework's frameworks/<key>/<name>.j2 where there is one, else from the shared
+    modules/<name>.j2 (both in templates/project/templates/)."""
+
+    name: str  # its file in the project
+    purpose: str  # one line in the file lists (genie new, the project's README)
+    strategy: str | None = None  # only with this --strategy; None: with every strategy
+
+
+MODULES: dict[str, Module] = {
+    m.name: m
+    for m in (
+        Module("config.py", N_("command-line options and their defaults")),
+        Module("fsdp.py", N_("sharding the model with FSDP"), strategy="fsdp"),
+        Module("dist_utils.py", N_("process group, timeout, seeding, decisions all ranks share")),
+        Module(
+            "checkpoint.py",
+            N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+        ),
+        Module("optim.py", N_("optimizer, warmup + cosine LR schedule, loss scaler")),
+        Module("evaluation.py", N_("held-out split and validation exact across ranks")),
+        Module("tracking.py", N_("logging, progress and the experiment tracker (rank 0)")),
+        Module("smoke_check.py", N_("what genie reads to judge a --smoke run")),
+    )
+}
 
 _LOOP_MODULES = (
     "config.py",
@@ -58,7 +93,7 @@ FRAMEWORKS: dict[str, Framework] = {
             N_("PyTorch FullyShardedDataParallel (FSDP)"),
             "DDP",
             (),
-            ("dist_utils.py", *_LOOP_MODULES),
+            ("fsdp.py", "dist_utils.py", *_LOOP_MODULES),
         ),
         Framework(
             "lightning",
@@ -77,6 +112,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
             fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
+            trainer=True,
+            srun_tasks=True,
         ),
         Framework(
             "hf",
@@ -88,6 +125,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
+            trainer=True,
         ),
         Framework(
             "dp",

@@ -4,6 +4,8 @@ kept equal to what genie renders by test_render.py)."""
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,58 @@ def test_faults_are_armed_in_smoke_mode_only(variant):
         and any(armed[0] is inner for inner in ast.walk(node))
     ]
     assert guards, f"{variant}: arm_fault outside `if args.smoke:`"
+
+
+PRAGMAS = ("# fmt:", "# noqa", "# type:")  # instructions to tools, not explanations
+OPENING, CLOSING = set("([{"), set(")]}")
+
+
+def stranded_comments(source: str) -> list[int]:
+    """Lines where a comment follows nothing but closing brackets, or one lone atom inside
+    brackets: what black leaves when it splits a statement too long for its trailing
+    comment, e.g. ``x = (\n    None  # why\n)`` or ``f(\n    a\n)  # why``."""
+    lines: dict[int, tuple[int, list[tokenize.TokenInfo]]] = {}  # depth at its start, tokens
+    depth = 0
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        lines.setdefault(token.start[0], (depth, []))[1].append(token)
+        depth += (token.string in OPENING) - (token.string in CLOSING)
+    stranded = []
+    for number, (inside, tokens) in lines.items():
+        comment = next((t.string for t in tokens if t.type == tokenize.COMMENT), None)
+        if comment is None or comment.startswith(PRAGMAS):
+            continue
+        code = [
+            t
+            for t in tokens
+            if t.type in (tokenize.OP, tokenize.NAME, tokenize.NUMBER, tokenize.STRING)
+            and t.string not in (",", ":")
+        ]
+        closing = bool(code) and all(t.string in CLOSING for t in code)
+        lone_atom = inside > 0 and len(code) == 1 and code[0].type != tokenize.OP
+        if closing or lone_atom:
+            stranded.append(number)
+    return stranded
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_comment_is_stranded_where_black_split_its_statement(variant):
+    """A comment explaining a statement goes on its own line above it, not after a lone
+    ``None`` or ``)`` that black split off when the line grew too long."""
+    stranded = [
+        f"{path.relative_to(GOLDEN)}:{number}: {path.read_text().splitlines()[number - 1].strip()}"
+        for path in modules(variant)
+        for number in stranded_comments(path.read_text())
+    ]
+    assert stranded == []
+
+
+def test_stranded_comments_are_found_and_comments_on_full_lines_are_not():
+    source = (
+        "first: int | None = (\n    None  # the first step's loss\n)\n"
+        "scaler.unscale_(\n    optimizer\n)  # clip the true gradients\n"
+        "if (\n    a == b\n):  # another world size\n    pass  # nothing to do\n"
+        "x = f(a)  # fits on its line\n"
+        "call(\n    a, b,\n)  # fmt: skip\n"
+        "# above the statement it explains\ny = [\n    1,\n    2,\n]\n"
+    )
+    assert stranded_comments(source) == [2, 6, 9]

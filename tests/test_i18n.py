@@ -323,23 +323,31 @@ def test_cells_counts_wide_characters_twice_and_ansi_not_at_all():
     assert cells("GPU 数") == 6 and cells("\033[1m节点\033[0m") == 4 and cells("") == 0
 
 
-def test_the_chinese_readme_follows_the_english_one_branch_for_branch():
-    """README.zh-CN.md is a translation of README.md: the same conditions and loops in the same
-    order, the same sections and code blocks. Change one, change the other."""
-    folder = ROOT / "templates" / "project" / "{{cookiecutter.project_dir}}"
-    english = (folder / "README.md").read_text(encoding="utf-8")
-    chinese = (folder / "README.zh-CN.md").read_text(encoding="utf-8")
-    chinese = chinese.split("\n", 1)[1].rsplit("{% endif %}", 1)[0]  # its only-for-zh wrapper
+def readme_templates() -> list[Path]:
+    """The English README templates: the shared one and every framework's blocks."""
+    templates = ROOT / "templates" / "project" / "templates"
+    return [
+        templates / "readme" / "README.md.j2",
+        *sorted(templates.glob("frameworks/*/README.md.j2")),
+    ]
+
+
+@pytest.mark.parametrize("english", readme_templates(), ids=lambda p: p.parent.name)
+def test_the_chinese_readme_follows_the_english_one_branch_for_branch(english):
+    """README.zh-CN.md is a translation of README.md: the same conditions, loops and blocks in
+    the same order, the same sections and code blocks, in the shared template and in every
+    framework's. Change one, change the other."""
+    chinese = english.with_name("README.zh-CN.md.j2").read_text(encoding="utf-8")
+    english_text = english.read_text(encoding="utf-8").replace("README.md.j2", "README.zh-CN.md.j2")
 
     def shape(text: str) -> list[str]:
-        tags = re.findall(r"{%-?\s*(.*?)\s*-?%}", text)
+        tags = re.findall(r"{%[-+]?\s*(.*?)\s*[-+]?%}", text)
         tags = [re.sub(r"\bz\.", "g.", tag) for tag in tags if not tag.startswith("set ")]
         return tags + [line for line in text.splitlines() if line.startswith(("## ", "```"))]
 
-    english_shape = shape(english)
-    english_shape = [re.sub(r"^## .*", "##", x) for x in english_shape]
+    english_shape = [re.sub(r"^## .*", "##", x) for x in shape(english_text)]
     chinese_shape = [re.sub(r"^## .*", "##", x) for x in shape(chinese)]
-    assert chinese_shape == english_shape
+    assert english_shape and chinese_shape == english_shape
 
 
 def test_lang_after_the_command_says_where_it_goes(tmp_path):

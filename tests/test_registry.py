@@ -40,7 +40,17 @@ def test_every_framework_and_task_entry_is_complete_and_rendered(cpu_machine):
     for key, framework in registry.FRAMEWORKS.items():
         assert framework.key == key and framework.title and framework.summary
         files = engine.render(build_spec({"name": "p", "framework": key}, cpu_machine))
-        for module in framework.modules:
-            assert module in files, (key, module)
+        for name in framework.modules:
+            module = registry.MODULES[name]  # declared, with its purpose
+            assert module.name == name and module.purpose
+            assert (name in files) is (module.strategy is None), (key, name)
     for key, task in registry.TASKS.items():
         assert task.key == key and task.title
+
+
+def test_every_module_a_framework_lists_has_a_template_for_it():
+    templates = ROOT / "templates" / "project" / "templates"
+    for key, framework in registry.FRAMEWORKS.items():
+        for name in framework.modules:
+            own = templates / "frameworks" / key / f"{name}.j2"
+            assert own.is_file() or (templates / "modules" / f"{name}.j2").is_file(), (key, name)

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from genie.i18n import N_, Translations, translations
-from genie.registry import FRAMEWORKS
+from genie.i18n import Translations, translations
+from genie.registry import FRAMEWORKS, MODULES, Module
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE
 
-MODULE_PURPOSES = {
-    "config.py": N_("command-line options and their defaults"),
-    "fsdp.py": N_("sharding the model with FSDP"),
-    "dist_utils.py": N_("process group, timeout, seeding, decisions all ranks share"),
-    "checkpoint.py": N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
-    "optim.py": N_("optimizer, warmup + cosine LR schedule, loss scaler"),
-    "evaluation.py": N_("held-out split and validation exact across ranks"),
-    "tracking.py": N_("logging, progress and the experiment tracker (rank 0)"),
-    "smoke_check.py": N_("what genie reads to judge a --smoke run"),
-}
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 
 
@@ -32,11 +22,16 @@ def framework_title(spec: Spec, tr: Translations | None = None) -> str:
     )
 
 
+def project_modules(spec: Spec) -> list[Module]:
+    """The project's modules besides train.py, model.py and data.py, in the order listed."""
+    modules = [MODULES[name] for name in FRAMEWORKS[spec.framework].modules]
+    return [m for m in modules if m.strategy in (None, spec.strategy)]
+
+
 def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str, str]]:
     """Every file of the project, with one line saying what it is for: in genie's language, or
     ``tr``'s (a README's)."""
     gettext = translations().gettext if tr is None else tr.gettext
-    framework = FRAMEWORKS[spec.framework]
     files = [
         (
             "train.py",
@@ -47,10 +42,7 @@ def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str,
         ("model.py", gettext("the model; replace it with yours")),
         ("data.py", gettext("the dataset; replace it with yours")),
     ]
-    modules = list(framework.modules)
-    if spec.strategy == "fsdp" and spec.framework == "ddp":
-        modules.insert(0, "fsdp.py")
-    files += [(name, gettext(MODULE_PURPOSES[name])) for name in modules]
+    files += [(m.name, gettext(m.purpose)) for m in project_modules(spec)]
     return files + _launch_files(spec, tr) + _project_files(spec, tr)
 
 

@@ -18,6 +18,9 @@ def context(spec: Spec) -> dict[str, Any]:
     """Everything the templates see, computed once from the spec."""
     return {
         **asdict(spec),  # fields that do not apply are None
+        # the framework's registry entry: what shared templates may branch on (torchrun,
+        # trainer); what only one framework does lives in its templates' folder
+        "fw": asdict(FRAMEWORKS[spec.framework]),
         "genie_version": __version__,
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
@@ -39,6 +42,7 @@ def context(spec: Spec) -> dict[str, Any]:
             ),
             "slurm": launch.shell_join(launch.slurm_args(spec)),
             "sbatch": launch.sbatch_directives(spec),
+            "srun_tasks": launch.slurm_uses_srun_tasks(spec),
         },
         "manifests": manifests.texts(spec) if spec.scheduler == "kubernetes" else None,
     }

@@ -2,16 +2,18 @@
 
 :func:`render` has no side effects outside a private temp dir. The spec reaches the template
 as a private context variable (cookiecutter renders its public string variables as Jinja, so
-no user text may go there).
+no user text may go there). The project modules have no file of their own in the template:
+each render copies it and adds one stub per module the registry gives the project.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 from genie import scratch
-from genie.generate.catalogue import project_files
+from genie.generate.catalogue import project_files, project_modules
 from genie.generate.context import context
 from genie.generate.pause import pause_point
 from genie.spec import Spec
@@ -27,6 +29,21 @@ def template_root() -> Path:
     raise RuntimeError(f"genie's templates are missing next to {package}; reinstall genie")
 
 
+PROJECT_DIR = "{{cookiecutter.project_dir}}"
+# A module's framework renders it from its own template where it has one, else the shared one.
+MODULE_STUB = """{% set g = cookiecutter._genie %}
+{% include ["frameworks/" ~ g.framework ~ "/NAME.j2", "modules/NAME.j2"] %}
+"""
+
+
+def template_with_modules(spec: Spec, folder: Path) -> Path:
+    """A copy of the template in ``folder``, with a stub for each of the project's modules."""
+    shutil.copytree(template_root(), folder)
+    for module in project_modules(spec):
+        (folder / PROJECT_DIR / module.name).write_text(MODULE_STUB.replace("NAME", module.name))
+    return folder
+
+
 def render(spec: Spec) -> dict[str, bytes]:
     """Render the project in memory: relative path -> content, formatted and ready to write."""
     import black
@@ -39,7 +56,7 @@ def render(spec: Spec) -> dict[str, bytes]:
         # Keep cookiecutter's replay files and clone cache out of the user's home.
         config.write_text(f"replay_dir: {tmp}/replay\ncookiecutters_dir: {tmp}/cache\n")
         out = cookiecutter(
-            str(template_root()),
+            str(template_with_modules(spec, Path(tmp, "template"))),
             no_input=True,
             extra_context={"_genie": context(spec)},
             output_dir=str(Path(tmp, "out")),

@@ -140,9 +140,10 @@ K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
 
 
 def slurm_uses_srun_tasks(spec: Spec) -> bool:
-    """Lightning (and DataParallel) run one SLURM task per process, started by srun itself:
-    Lightning's SLURM detection expects exactly that. The others run torchrun per node."""
-    return spec.framework == "lightning" or not FRAMEWORKS[spec.framework].torchrun
+    """One SLURM task per process, started by srun itself, where the framework asks for it
+    (Lightning) or runs without torchrun (DataParallel); the others run torchrun per node."""
+    framework = FRAMEWORKS[spec.framework]
+    return framework.srun_tasks or not framework.torchrun
 
 
 def sbatch_directives(spec: Spec) -> list[str]:

@@ -59,9 +59,8 @@ class Run:
     monitor: Monitor
     position: checkpoint.Position
     no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    first_loss: torch.Tensor | None = (
-        None  # the first and latest step loss, for --smoke
-    )
+    # The first and latest step loss, for --smoke.
+    first_loss: torch.Tensor | None = None
     last_loss: torch.Tensor | None = None
     best_epoch: int | None = None  # this run's epoch (0-based) with the best validation
 
@@ -73,9 +72,8 @@ class Run:
 
     def optimizer_step(self) -> None:
         if self.args.max_grad_norm > 0:  # 0 turns clipping off, as in Lightning and HF
-            self.scaler.unscale_(
-                self.optimizer
-            )  # clip the true gradients, not scaled ones
+            # Clip the true gradients, not scaled ones.
+            self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()

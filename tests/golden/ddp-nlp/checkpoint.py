@@ -76,9 +76,8 @@ def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) ->
 
 def load_state(path: Path) -> dict:
     """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
-    return torch.load(
-        path, map_location="cpu", weights_only=True
-    )  # tensors and plain data
+    # weights_only: nothing but tensors and plain data is unpickled.
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:
@@ -148,8 +147,7 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
     scheduler.load_state_dict(state["scheduler"])
-    if (
-        len(state["rng"]) == dist.get_world_size()
-    ):  # else: another world size, fresh seeds
+    # Each rank's random-number state, unless the world size changed (then fresh seeds).
+    if len(state["rng"]) == dist.get_world_size():
         dist_utils.set_rng_state(state["rng"][dist.get_rank()])
     return Position(state["epoch"], state["step"], state["best"])

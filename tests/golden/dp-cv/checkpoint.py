@@ -73,9 +73,8 @@ def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) ->
 
 def load_state(path: Path) -> dict:
     """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
-    return torch.load(
-        path, map_location="cpu", weights_only=True
-    )  # tensors and plain data
+    # weights_only: nothing but tensors and plain data is unpickled.
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:

@@ -52,9 +52,8 @@ def evaluate(
         (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     )
     model.eval()
-    totals = torch.zeros(
-        3, dtype=torch.float64, device=device
-    )  # loss sum, correct, count
+    # Loss sum, correct predictions, sample count.
+    totals = torch.zeros(3, dtype=torch.float64, device=device)
     seen = 0
     for batch in loader:
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}

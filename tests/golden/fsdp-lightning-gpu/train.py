@@ -99,9 +99,8 @@ class Classifier(L.LightningModule):
             # The same weights on every rank; then distinct dropout on each.
             dist_utils.seed_all(self.args.seed + self.global_rank)
             self.shapes = dist_utils.shapes(self.state_dict())  # before any wrapping
-            self.shard_units = set(
-                shard_units(self.net)
-            )  # read by the FSDP wrap policy
+            # The FSDP wrap policy reads them.
+            self.shard_units = set(shard_units(self.net))
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 

@@ -165,9 +165,8 @@ def summary_line(args: argparse.Namespace, trainer: Trainer) -> str:
 
 def train(args: argparse.Namespace) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
-    training_args = training_arguments(
-        args
-    )  # joins the process group torchrun prepared
+    # TrainingArguments join the process group torchrun prepared.
+    training_args = training_arguments(args)
     # The Trainer reloads the best checkpoint on every rank at the end (and resumes from
     # the newest): without a filesystem all nodes share, each node writes its own copy.
     training_args.save_on_each_node = not dist_utils.shared_dir(args.checkpoint_dir)

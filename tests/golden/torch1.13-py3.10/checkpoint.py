@@ -148,8 +148,7 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
     scheduler.load_state_dict(state["scheduler"])
-    if (
-        len(state["rng"]) == dist.get_world_size()
-    ):  # else: another world size, fresh seeds
+    # Each rank's random-number state, unless the world size changed (then fresh seeds).
+    if len(state["rng"]) == dist.get_world_size():
         dist_utils.set_rng_state(state["rng"][dist.get_rank()])
     return Position(state["epoch"], state["step"], state["best"])

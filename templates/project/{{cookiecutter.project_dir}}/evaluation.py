@@ -1,2 +1,0 @@
-{% set g = cookiecutter._genie %}
-{% include "modules/evaluation.py.j2" %}

@@ -1,2 +1,0 @@
-{% set g = cookiecutter._genie %}
-{% include "modules/optim.py.j2" %}
