@@ -12,6 +12,7 @@ from genie import compat
 from genie.doctor.base import Context, Result, command, why
 from genie.doctor.facts import torch_info
 from genie.i18n import _, ngettext
+from genie.registry import FRAMEWORKS
 
 _CLAUSE = re.compile(r"^(>=|<=|==|!=|<|>)\s*([\d.]+)$")
 _NAME = re.compile(r"^([A-Za-z0-9_.-]+)\s*(.*)$")
@@ -110,7 +111,8 @@ def processes(ctx: Context) -> Result | None:
                 ).format(c=cpus),
             )
         return Result("processes", "pass", detail)
-    want = spec.gpus_per_node if spec.framework == "dp" else per_node
+    # a one-process framework (DataParallel) drives every GPU of the node
+    want = per_node if FRAMEWORKS[spec.framework].torchrun else spec.gpus_per_node
     usable = int(torch_info(ctx).get("devices", 0) or 0)
     detail = ngettext(
         "the project uses {w} GPU per node; torch sees {u} here",
