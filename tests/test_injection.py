@@ -54,7 +54,7 @@ def test_a_hostile_directory_is_written_literally_and_launch_scripts_quote(tmp_p
     # The path reached no file: the project is the same as one generated in a plain directory.
     assert tree(target) == tree(plain)
     log = tmp_path / "argv.log"
-    env = _shims(tmp_path / "bin", log)
+    env = {**_shims(tmp_path / "bin", log), "MASTER_ADDR": "127.0.0.1"}  # resolvable here
     hostile_args = ["--smoke", "$(touch pwned4)", "`touch pwned5`", "{{ 7*7 }}"]
     script = ["launch/multi_node.sh", "1"] if extra else ["launch/single_node.sh"]
     subprocess.run(["bash", *script, *hostile_args], cwd=target, env=env, check=True)

@@ -27,9 +27,9 @@ def test_c10d_multi_node_runs_the_same_elastic_command_and_node_0_hosts_the_stor
         "bash launch/multi_node.sh 1",
     ]
     assert list(cmds[0].argv) == [
-        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--rdzv_backend=c10d",
-        "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=p", "--rdzv_conf=is_host=1",
-        "--max_restarts=3", "train.py",
+        "torchrun", "--nnodes=2", "--nproc_per_node=8", "--local_addr=$LOCAL_ADDR",
+        "--rdzv_backend=c10d", "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=p",
+        "--rdzv_conf=is_host=1", "--max_restarts=3", "train.py",
     ]  # fmt: skip
     # the same command but for is_host: torch's hostname guess fails on many real nodes
     assert [a.replace("is_host=0", "is_host=1") for a in cmds[1].argv] == list(cmds[0].argv)
@@ -40,9 +40,10 @@ def test_the_script_line_reads_address_port_and_sizes_from_shell_variables(gpu_m
     spec = build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, gpu_machine)
     line = launch.shell_join(launch.multi_node_args(spec))
     assert line == (
-        'torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --rdzv_backend=c10d '
-        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=p --rdzv_conf="is_host=$IS_HOST" '
-        "--max_restarts=3 train.py"
+        'torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" '
+        '--local_addr="$LOCAL_ADDR" --rdzv_backend=c10d '
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=p --rdzv_conf="$RDZV_CONF" '
+        '--max_restarts=3 "$ENTRYPOINT"'
     )
     assert launch.script_vars(spec) == {
         "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "NNODES": "2", "NPROC_PER_NODE": "8"
@@ -58,6 +59,14 @@ def test_static_multi_node_gives_each_node_its_rank(gpu_machine):
         assert not any(a.startswith("--rdzv") for a in cmd.argv)
 
 
+def test_torch_before_2_0_has_no_local_addr_and_the_scripts_say_what_that_means(gpu_machine):
+    raw = {"name": "p", "nodes": 2, "master_addr": "h", "torch": "1.13", "python": "3.10"}
+    spec = build_spec(raw, gpu_machine)
+    assert not any(a.startswith("--local_addr") for a in launch.multi_node_args(spec))
+    assert any(a.startswith("--local_addr") for a in launch.multi_node_args(
+        build_spec({**raw, "torch": "2.0"}, gpu_machine)))  # fmt: skip
+
+
 def test_flags_use_underscores_which_every_torch_version_accepts(gpu_machine):
     raw = {"name": "p", "nodes": 2, "master_addr": "h", "rdzv": "static"}
     spec = build_spec(raw, gpu_machine)
@@ -70,7 +79,7 @@ def test_shell_script_line_expands_node_rank_and_quotes_the_rest(gpu_machine):
     raw = {"name": "p", "nodes": 2, "master_addr": "h", "rdzv": "static"}
     line = launch.shell_join(launch.multi_node_args(build_spec(raw, gpu_machine)))
     assert '--node_rank="$NODE_RANK"' in line
-    assert shlex.split(line.replace('"$NODE_RANK"', "1"))[3] == "--node_rank=1"
+    assert shlex.split(line.replace('"$NODE_RANK"', "1"))[4] == "--node_rank=1"
 
 
 def test_dataparallel_launches_one_plain_python_process(gpu_machine):
@@ -91,8 +100,10 @@ def test_slurm_runs_torchrun_once_per_node_with_c10d_on_the_head_node(gpu_machin
         "--job-name=p", "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8",
         "--cpus-per-task=32", "--output=logs/%x-%j.out",
     ]  # fmt: skip
+    # launch/network.sh finds each node's own address and interface, then runs torchrun
     assert launch.shell_join(launch.slurm_args(spec)) == (
-        'srun torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=8 --rdzv_backend=c10d '
+        'srun bash launch/network.sh "$head_node" torchrun --nnodes="$SLURM_NNODES" '
+        "--nproc_per_node=8 --rdzv_backend=c10d "
         '--rdzv_endpoint="$head_node:$rdzv_port" --rdzv_id="$SLURM_JOB_ID" train.py'
     )
 
@@ -115,7 +126,7 @@ def test_partition_account_and_time_become_directives_only_when_given(cpu_machin
 def test_the_printed_commands_of_a_slurm_project_start_with_the_sbatch_line(cpu_machine):
     cmds = launch.commands(slurm_spec(cpu_machine))
     assert cmds[0].script == "mkdir -p logs && sbatch launch/slurm.sbatch"
-    assert cmds[0].argv[:2] == ("srun", "torchrun")
+    assert cmds[0].argv[:5] == ("srun", "bash", "launch/network.sh", "$head_node", "torchrun")
     assert launch.sbatch_args(["--smoke"], wait=True) == [
         "sbatch", "--wait", "--parsable", "launch/slurm.sbatch", "--smoke"
     ]  # fmt: skip

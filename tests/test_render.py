@@ -296,10 +296,17 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
         assert (
             result.returncode == 2 and "usage: bash launch/multi_node.sh NODE_RANK" in result.stderr
         )
+    # the master must resolve and be routable here; the user's own LOCAL_ADDR wins
+    env.update(MASTER_ADDR="127.0.0.1", LOCAL_ADDR="10.9.9.9")
     result = run("1", "--smoke", "--epochs", "2")
     spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, cpu_machine)
     expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]
-    assert result.returncode == 0 and result.stdout.split() == expected
+    expected = [a.replace("$LOCAL_ADDR", "10.9.9.9") for a in expected]
+    expected = [a.replace("10.0.0.1", "127.0.0.1") for a in expected]
+    expected.insert(expected.index("--master_port=23456") + 1, "--rdzv_conf=timeout=900")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected
+    assert "reaches 127.0.0.1 from 10.9.9.9 on lo" in result.stderr
 
 
 @pytest.mark.parametrize(

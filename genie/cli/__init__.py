@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from genie.cli import convert, doctor, new, smoke  # noqa: F401  (each registers its command)
+# Each command module registers its command on the group as it is imported.
+from genie.cli import convert, doctor, explain, new, smoke  # noqa: F401
 from genie.cli.group import cli
 from genie.errors import GenieError
 from genie.i18n import _

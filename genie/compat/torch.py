@@ -88,6 +88,11 @@ FEATURES: dict[str, Version] = {
     # and set_state_dict sends the tensors (pytorch/pytorch#125339, in 2.4)
     "dcp_broadcast": (2, 4),
     "module_compile": (2, 2),  # nn.Module.compile(): compiles in place, keys unchanged
+    # torchrun --local_addr: the address a node advertises in the rendezvous, instead of its
+    # hostname (which the other nodes may not resolve)
+    "local_addr": (2, 0),
+    # torch.load(mmap=True): a checkpoint's tensors stay on disk until read
+    "load_mmap": (2, 1),
 }
 
 
@@ -99,10 +104,20 @@ def release(minor: str) -> TorchRelease:
     raise KeyError(minor)
 
 
+# Releases where something that works before and after is broken, by what breaks.
+REGRESSIONS: dict[str, tuple[Version, ...]] = {
+    # torchrun 2.4 hands the workers the hostname as MASTER_ADDR even with --local_addr
+    # (pytorch/pytorch#125743; fixed by #135262 in 2.5)
+    "local_addr_ignored": ((2, 4),),
+}
+
+
 def features(minor: str) -> dict[str, bool]:
-    """Feature gates for a torch minor, as booleans for the templates."""
+    """Feature gates for a torch minor, as booleans for the templates; a regression is True
+    in the releases it breaks."""
     version = parse_minor(minor)
-    return {name: version >= first for name, first in FEATURES.items()}
+    gates = {name: version >= first for name, first in FEATURES.items()}
+    return {**gates, **{name: version in broken for name, broken in REGRESSIONS.items()}}
 
 
 def python_problem(minor: str, python: str) -> str | None:
@@ -118,9 +133,12 @@ def python_problem(minor: str, python: str) -> str | None:
         else _("no supported torch does")
     )
     return _("torch {v} supports Python {low}-{high}, not {python} ({hint})").format(
-        v=r.minor, low=format_minor(r.python_min), high=format_minor(r.python_max),
-        python=python, hint=hint,
-    )  # fmt: skip
+        v=r.minor,
+        low=format_minor(r.python_min),
+        high=format_minor(r.python_max),
+        python=python,
+        hint=hint,
+    )
 
 
 # Plain PyTorch FSDP on CPU with gloo, measured with the nox sessions: 2.14 trains, gathers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from genie.doctor import collective, machine, network, project, system
+from genie.doctor import collective, hostname, machine, network, project, system
 from genie.doctor.base import Check, Context, Result
 from genie.errors import GenieError
 from genie.i18n import _, ngettext
@@ -33,6 +33,8 @@ CHECKS: tuple[Check, ...] = (
     network.master_port,
     network.master_addr,
     network.network,
+    hostname.hostname,
+    hostname.binding,
     project.packages,
     project.processes,
     collective.collective,

@@ -224,16 +224,22 @@ def _ifname_matches(value: str, found: list[Interface], exact: bool) -> bool:
     return any(name.startswith(w) for w in wanted for name in up)
 
 
-def _route(ctx: Context, usable: list[Interface]) -> Interface | None:
-    """The interface this host would use to reach the master, when there is one."""
+def route_source(ctx: Context) -> str | None:
+    """The address this host reaches the master from (a UDP connect picks the route and
+    sends nothing), or None when the master does not resolve or is unreachable."""
     addr = ctx.addr
     addresses = resolve(addr) if addr else []
     if isinstance(addresses, str) or not addresses:
         return None
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((addresses[0], ctx.port))  # UDP: picks a route, sends nothing
-            source = s.getsockname()[0]
+            s.connect((addresses[0], ctx.port))
+            return str(s.getsockname()[0])
     except OSError:
         return None
+
+
+def _route(ctx: Context, usable: list[Interface]) -> Interface | None:
+    """The interface this host would use to reach the master, when there is one."""
+    source = route_source(ctx)
     return next((i for i in usable if i.address == source), None)

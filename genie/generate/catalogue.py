@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from genie.generate.launch import needs_network_script
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS, MODULES, Module
 from genie.spec import Spec
@@ -57,6 +58,11 @@ def _launch_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
     ]
     if spec.multi_node:
         files.append(("launch/multi_node.sh", gettext("torchrun on each node: pass its NODE_RANK")))
+        files.append(
+            ("launch/preflight.py", gettext("checks every node before the job: --preflight"))
+        )
+    if needs_network_script(spec):
+        files.append(("launch/network.sh", gettext("finds each node's own address and interface")))
     if spec.scheduler == "slurm":
         files.append(
             ("launch/slurm.sbatch", gettext("the SLURM batch job: sbatch launch/slurm.sbatch"))

@@ -42,6 +42,7 @@ def context(spec: Spec) -> dict[str, Any]:
             ),
             "slurm": launch.shell_join(launch.slurm_args(spec)),
             "sbatch": launch.sbatch_directives(spec),
+            "network": launch.needs_network_script(spec),
             "srun_tasks": launch.slurm_uses_srun_tasks(spec),
         },
         "manifests": manifests.texts(spec) if spec.scheduler == "kubernetes" else None,

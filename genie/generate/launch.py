@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from genie import compat
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
@@ -41,25 +42,27 @@ def torchrun_args(
     rdzv: str = "static",
     rdzv_id: str | None = None,
     node_rank: int | str = "$NODE_RANK",
-    is_host: str | None = None,
+    rdzv_conf: str | None = None,
+    local_addr: str | None = None,
 ) -> list[str]:
     """torchrun for ``entrypoint``: --standalone on one node; on several, c10d (every node
     runs the same elastic command) or static (each node passes its own rank). Counts and
-    addresses may be shell variables (``$NNODES``) that a launch script sets."""
+    addresses may be shell variables (``$NNODES``) that a launch script sets.
+
+    ``local_addr``: the address this node advertises in the rendezvous (torch 2.0+), instead
+    of its hostname, which the other nodes may not resolve."""
     if nodes == 1:
         return [*standalone(int(nproc_per_node)), entrypoint]
     args = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}"]
+    if local_addr is not None:
+        args.append(f"--local_addr={local_addr}")
     if rdzv == "c10d":
         # c10d assigns node ranks and, with max_restarts, re-forms the group when a worker dies
-        # (train.py resumes from the last checkpoint). Node 0 hosts the rendezvous store:
-        # torch's guess (the endpoint matches this machine's hostname) fails where the
-        # hostname maps to 127.0.1.1 or the address is on another interface, so is_host says it.
+        # (train.py resumes from the last checkpoint).
         args += [
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint={master_addr}:{master_port}",
             f"--rdzv_id={rdzv_id}",
-            *([f"--rdzv_conf=is_host={is_host}"] if is_host is not None else []),
-            f"--max_restarts={ELASTIC_MAX_RESTARTS}",
         ]
     else:
         args += [
@@ -67,6 +70,10 @@ def torchrun_args(
             f"--master_addr={master_addr}",
             f"--master_port={master_port}",
         ]
+    if rdzv_conf is not None:
+        args.append(f"--rdzv_conf={rdzv_conf}")
+    if rdzv == "c10d":
+        args.append(f"--max_restarts={ELASTIC_MAX_RESTARTS}")
     return [*args, entrypoint]
 
 
@@ -81,6 +88,11 @@ def single_node_args(spec: Spec) -> list[str]:
 # for the address and port), falling back to the answers; see :func:`script_vars`.
 NODE_RANK_VAR = "$NODE_RANK"
 SCRIPT_VARS = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE")
+# Set by the script itself: this node's own address on the route to the master (see
+# launch/network.sh), the rendezvous settings, what torchrun starts (train.py, or the preflight)
+LOCAL_ADDR_VAR, RDZV_CONF_VAR, ENTRYPOINT_VAR = "$LOCAL_ADDR", "$RDZV_CONF", "$ENTRYPOINT"
+NETWORK_SCRIPT = "launch/network.sh"
+PREFLIGHT = "launch/preflight.py"
 
 
 def script_vars(spec: Spec) -> dict[str, str]:
@@ -96,13 +108,17 @@ def script_vars(spec: Spec) -> dict[str, str]:
 def multi_node_args(spec: Spec, node_rank: int | None = None) -> list[str]:
     """What node ``node_rank`` runs; with None, the script's line, which reads shell variables
     (``$NODE_RANK``, ``$MASTER_ADDR``, ...) that the script sets."""
+    conf: str | None
     if node_rank is None:
         v = {name: f"${name}" for name in SCRIPT_VARS}
-        rank, is_host = NODE_RANK_VAR, "$IS_HOST"
+        rank, conf, entrypoint = NODE_RANK_VAR, RDZV_CONF_VAR, ENTRYPOINT_VAR
     else:
-        v, rank, is_host = script_vars(spec), str(node_rank), str(int(node_rank == 0))
+        v, rank, entrypoint = script_vars(spec), str(node_rank), ENTRYPOINT
+        # c10d: node 0 hosts the rendezvous store. torch's own guess (the endpoint matches
+        # this machine's hostname) fails where the hostname maps to 127.0.1.1.
+        conf = f"is_host={int(node_rank == 0)}" if spec.rdzv == "c10d" else None
     return torchrun_args(
-        ENTRYPOINT,
+        entrypoint,
         v["NPROC_PER_NODE"],
         v["NNODES"],
         master_addr=v["MASTER_ADDR"],
@@ -110,19 +126,34 @@ def multi_node_args(spec: Spec, node_rank: int | None = None) -> list[str]:
         rdzv=spec.rdzv or "static",
         rdzv_id=spec.name,
         node_rank=rank,
-        is_host=is_host,
+        rdzv_conf=conf,
+        local_addr=LOCAL_ADDR_VAR if passes_local_addr(spec) else None,
     )
 
 
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:/=$-]*$")
+def passes_local_addr(spec: Spec) -> bool:
+    """Whether the launch scripts pass each node's own address to torchrun (torch 2.0+)."""
+    return compat.features(spec.torch)["local_addr"]
+
+
+def needs_network_script(spec: Spec) -> bool:
+    """launch/network.sh: every node finds its own address and interface (multi-node, and
+    SLURM jobs that run torchrun per node)."""
+    return spec.multi_node or (spec.scheduler == "slurm" and not slurm_uses_srun_tasks(spec))
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:/=$,-]*$")
+_VARIABLE = re.compile(r"^\$[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def shell_join(argv: Sequence[str]) -> str:
-    """Quote for bash, leaving ``$VARIABLE`` references in values expandable."""
+    """Quote for bash, leaving ``$VARIABLE`` references (alone or in values) expandable."""
     parts = []
     for arg in argv:
         flag, eq, value = arg.partition("=")
-        if eq and "$" in value:
+        if _VARIABLE.match(arg):
+            parts.append(f'"{arg}"')
+        elif eq and "$" in value:
             if not _SHELL_SAFE.match(value):
                 raise ValueError(f"cannot quote {arg!r} for the launch script")
             parts.append(f'{flag}="{value}"')
@@ -167,10 +198,13 @@ def slurm_args(spec: Spec) -> list[str]:
     """What the batch script runs on the allocation (its last line)."""
     if slurm_uses_srun_tasks(spec):
         return ["srun", "python", ENTRYPOINT]
+    # On every node, launch/network.sh finds the node's own address and interface, then runs
+    # torchrun with them.
     return [
-        "srun", "torchrun", "--nnodes=$SLURM_NNODES", f"--nproc_per_node={spec.processes_per_node}",
-        "--rdzv_backend=c10d", f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}",
-        "--rdzv_id=$SLURM_JOB_ID", ENTRYPOINT,
+        "srun", "bash", NETWORK_SCRIPT, SLURM_HEAD_VAR, "torchrun", "--nnodes=$SLURM_NNODES",
+        f"--nproc_per_node={spec.processes_per_node}", "--rdzv_backend=c10d",
+        f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}", "--rdzv_id=$SLURM_JOB_ID",
+        ENTRYPOINT,
     ]  # fmt: skip
 
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from genie import scratch
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import contract, process
+from genie.smoke import contract, preflight, process
+from genie.smoke import hosts as host_network
+from genie.smoke.hosts import Host, HostConfig
 from genie.smoke.plan import (
     NodeRun,
     RunOptions,
@@ -33,6 +37,7 @@ from genie.spec import Spec
 LOOPBACK = "127.0.0.1"
 MAX_SIMULATED_NODES = 4  # more agents than this only repeat what 4 show, on CPU
 SCRIPT = "launch/multi_node.sh"
+HOSTS_PORT = 29500
 JOIN_GRACE = 30.0  # seconds the other nodes get to stop after one node fails
 # Left out of each node's copy: outputs of earlier runs and environments.
 NOT_COPIED = ("checkpoints", "runs", "logs", "mlruns", "wandb", "lightning_logs", ".git",
@@ -51,22 +56,26 @@ def shape(spec: Spec, machine: Machine) -> tuple[int, int, bool]:
     return 2, contract.CPU_PROCESSES, False
 
 
-def plan(spec: Spec, machine: Machine, workdir: Path, port: int, addr: str = LOOPBACK) -> SmokePlan:
+def plan(
+    spec: Spec,
+    machine: Machine,
+    workdir: Path,
+    port: int,
+    addr: str = LOOPBACK,
+    hosts: Sequence[Host] = (),
+) -> SmokePlan:
     """One agent per simulated node, each in ``workdir/node-K`` running the project's
-    multi-node script with the rendezvous at ``addr:port``."""
+    multi-node script with the rendezvous at ``addr:port``; on ``hosts`` (node K on the
+    K-th, node 0's address the master's) when given."""
     nodes, per_node, on_gpus = shape(spec, machine)
+    addr = hosts[0].address if hosts else addr
     notes: list[str] = []
     if on_gpus:
         precision, backend, device = spec.precision, "nccl", "cuda"
     else:
         precision, notes = cpu_precision(spec)
         backend, device = "gloo", "cpu"
-    notes.append(
-        _(
-            "planned {nodes} node(s) x {per} processes; tested {n} simulated nodes x {p} on "
-            "this host, through {script}"
-        ).format(nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=SCRIPT)
-    )
+    notes += _where(spec, nodes, per_node, bool(hosts))
     runs = []
     for rank in range(nodes):
         cwd = workdir / f"node-{rank}"
@@ -84,7 +93,7 @@ def plan(spec: Spec, machine: Machine, workdir: Path, port: int, addr: str = LOO
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
         argv = ("bash", SCRIPT, str(rank), *train_args(precision, out))
-        runs.append(NodeRun(rank, argv, cwd, env))
+        runs.append(NodeRun(rank, argv, cwd, env, hosts[rank] if hosts else None))
     return SmokePlan(
         runs[0].argv,
         runs[0].env,
@@ -96,6 +105,26 @@ def plan(spec: Spec, machine: Machine, workdir: Path, port: int, addr: str = LOO
         strategy=spec.strategy,
         nodes=tuple(runs),
     )
+
+
+def _where(spec: Spec, nodes: int, per_node: int, on_hosts: bool) -> list[str]:
+    """How the simulated nodes differ from the planned ones, in words."""
+    notes = [
+        _(
+            "planned {nodes} node(s) x {per} processes; tested {n} simulated nodes x {p} on "
+            "this host, through {script}"
+        ).format(nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=SCRIPT)
+    ]
+    if on_hosts:
+        notes.append(
+            _(
+                "each node on a host of its own: a network namespace with its own hostname, "
+                "addresses and /etc/hosts (the others' names do not resolve there)"
+            )
+        )
+    else:
+        notes.append(_("the nodes share this host's loopback network and hostname"))
+    return notes
 
 
 def free_port() -> int:
@@ -175,19 +204,48 @@ def _node_fates(p: SmokePlan, outcomes: list[process.JobOutcome]) -> list[str]:
     return problems
 
 
-def run(spec: Spec, project: Path, options: RunOptions, *, addr: str = LOOPBACK) -> SmokeResult:
-    """Simulate the nodes on this host, the rendezvous at ``addr``; never raises for a failing
-    project."""
-    # The script runs `torchrun`: the one next to the interpreter that has the packages.
-    path = f"{Path(options.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+def run(
+    spec: Spec,
+    project: Path,
+    options: RunOptions,
+    *,
+    addr: str | None = None,
+    hosts: Sequence[HostConfig] | None = None,
+) -> SmokeResult:
+    """Simulate the nodes: each on a separate host (a network namespace, ``hosts`` or a
+    well-configured default) where this machine can make them (root, iproute2), else on
+    loopback, or at ``addr`` when given. Never raises for a failing project."""
+    why_not = host_network.unavailable() if addr is None else "addr"
+    if why_not is not None:
+        return _run(spec, project, options, addr or LOOPBACK, (), why_not)
+    count = shape(spec, options.machine)[0]
+    configs = hosts or [HostConfig(f"node{k}") for k in range(count)]
+    with host_network.network(configs) as made:
+        return _run(spec, project, options, made.hosts[0].address, made.hosts, None)
+
+
+def _run(
+    spec: Spec,
+    project: Path,
+    options: RunOptions,
+    addr: str,
+    hosts: Sequence[Host],
+    why_not: str | None,
+) -> SmokeResult:
     with scratch.directory("nodes") as workdir:
-        p = plan(spec, options.machine, Path(workdir), free_port(), addr)
-        jobs = []
+        # separate hosts have their ports to themselves: torchrun's usual one
+        port = HOSTS_PORT if hosts else free_port()
+        p = plan(spec, options.machine, Path(workdir), port, addr, hosts)
+        if why_not not in (None, "addr"):
+            note = _("separate hosts need {why}").format(why=why_not)
+            p = replace(p, notes=(*p.notes, note))
         for node in p.nodes:
             copy_project(project, node.cwd)
-            env = {**os.environ, **node.env, "PATH": path}
-            jobs.append(process.Job(node.argv, node.cwd, env, f"[node {node.rank}] "))
-        outcomes = process.execute_all(jobs, options.timeout, options.echo, grace=JOIN_GRACE)
+        met = preflight.read(["".join(o.lines) for o in _execute(p, options, "--preflight")])
+        if not met.passed:
+            return _failed_preflight(p, met)
+        p = replace(p, notes=(*p.notes, *filter(None, [preflight.note(met)])))
+        outcomes = _execute(p, options)
     lines = [f"[node {i}] {line}" for i, o in enumerate(outcomes) for line in o.lines]
     reports = parse_reports(lines)
     failed = [o.returncode for o in outcomes if o.returncode != 0]
@@ -202,3 +260,20 @@ def run(spec: Spec, project: Path, options: RunOptions, *, addr: str = LOOPBACK)
         problems,
         "".join(lines),
     )
+
+
+def _execute(p: SmokePlan, options: RunOptions, *args: str) -> list[process.JobOutcome]:
+    """Every node's launch script at once (the smoke run, or with ``args`` instead)."""
+    # The script runs `torchrun`: the one next to the interpreter that has the packages.
+    path = f"{Path(options.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    jobs = [
+        process.Job(node.command(*args), node.cwd, {**os.environ, **node.env, "PATH": path},
+                    f"[node {node.rank}] ")
+        for node in p.nodes
+    ]  # fmt: skip
+    return process.execute_all(jobs, options.timeout, options.echo, grace=JOIN_GRACE)
+
+
+def _failed_preflight(p: SmokePlan, met: preflight.Preflight) -> SmokeResult:
+    problems = met.fails or [_("the preflight printed no verdict: see the output above")]
+    return SmokeResult(p, 1, 0.0, False, None, [_("preflight: ") + x for x in problems])

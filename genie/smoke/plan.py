@@ -14,6 +14,7 @@ from genie.smoke import contract
 
 if TYPE_CHECKING:
     from genie.detect import Machine
+    from genie.smoke.hosts import Host
     from genie.spec import Spec
 
 # Added to a run's environment: Python writes every thread's stack on SIGABRT (and on crashes).
@@ -44,6 +45,12 @@ class NodeRun:
     argv: tuple[str, ...]
     cwd: Path
     env: dict[str, str]  # added to the inherited environment
+    host: Host | None = None  # a separate host (network namespace) to run on; None: here
+
+    def command(self, *args: str) -> list[str]:
+        """The launch script with ``args`` instead of the smoke run's, on this node's host."""
+        argv = [*self.argv[:3], *args] if args else list(self.argv)
+        return self.host.command(argv) if self.host else argv
 
 
 @dataclass(frozen=True)

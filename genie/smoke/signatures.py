@@ -1,121 +1,15 @@
-"""Known ways a distributed run fails, as one table: a pattern over the run's output (and its
-exit status) -> the likely cause and the fix. Pure: text in, explanations out.
-
-Adding a signature is one :class:`Signature` in :data:`SIGNATURES`; ``{name}`` in its cause
-or fix is filled from the pattern's named group of the same name.
-"""
+"""Why a distributed run failed: the known signatures (:mod:`genie.smoke.known_failures`)
+found in its output, each with its cause and fix. Pure: text in, explanations out."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from genie.i18n import _
+from genie.smoke.known_failures import SIGNATURES, Explanation, Signature
 from genie.smoke.torchrun_output import main_stacks, strip_prefixes
 
-
-@dataclass(frozen=True)
-class Signature:
-    id: str
-    pattern: str  # a regex searched in the output, multi-line, case-sensitive
-    cause: str
-    fix: str
-    timed_out: bool | None = None  # True: only when the run was killed at the timeout
-
-
-@dataclass(frozen=True)
-class Explanation:
-    id: str
-    cause: str
-    fix: str
-    evidence: str  # the output line that matched, unprefixed
-
-
-SIGNATURES: tuple[Signature, ...] = (
-    Signature(
-        "address_in_use",
-        r"failed to listen on any local network address\. port: (?P<port>\d+)|"
-        r"EADDRINUSE|[Aa]ddress already in use",
-        _("the rendezvous port is already taken on this host (another run, or a stale one)"),
-        _(
-            "stop the other run (`ss -ltnp 'sport = :{port}'` shows who holds it), or pick "
-            "another port: --master-port / MASTER_PORT"
-        ),
-    ),
-    Signature(
-        "rendezvous_timeout",
-        r"RendezvousTimeoutError|client socket has timed out after .*connect to|"
-        r"DistStoreError: .*[Tt]imed? ?out|Timed out after \d+ seconds waiting for clients|"
-        r"Connection refused.*(?:TCPStore|rendezvous)",
-        _(
-            "the nodes never met: the master address is localhost/127.0.0.1 on a multi-node run, "
-            "a firewall blocks the master port, node 0 was not started, or the traffic takes the "
-            "wrong network interface"
-        ),
-        _(
-            "use node 0's real IP as --master-addr, open the port, start node 0 first, set "
-            "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME; check with genie doctor --master-addr HOST "
-            "--reach"
-        ),
-    ),
-    Signature(
-        "nccl",
-        r"NCCL error|nccl(?:Internal|System|UnhandledCuda|InvalidUsage|Remote)Error|"
-        r"NCCL WARN|ProcessGroupNCCL.*(?:[Ww]atchdog|[Tt]imeout)|DistBackendError",
-        _("NCCL failed: peer-to-peer transport, network interface or driver trouble"),
-        _(
-            "rerun with NCCL_DEBUG=INFO to see which transport fails; try NCCL_P2P_DISABLE=1 "
-            "(common on PCIe boxes with IOMMU/ACS), NCCL_IB_DISABLE=1 without working "
-            "InfiniBand, NCCL_SOCKET_IFNAME=<interface>"
-        ),
-    ),
-    Signature(
-        "cuda_oom",
-        r"CUDA out of memory|OutOfMemoryError",
-        _("a GPU ran out of memory"),
-        _(
-            "lower --batch-size and raise --grad-accum by the same factor (same global batch), "
-            "use --precision bf16, or --strategy fsdp for a model too big for one GPU"
-        ),
-    ),
-    Signature(
-        "numpy",
-        r"Numpy is not available|compiled using NumPy 1\.x cannot be run in\s*NumPy 2|"
-        r"_ARRAY_API not found",
-        _("this torch was built against NumPy 1.x and NumPy 2 is installed (or none is)"),
-        _(
-            'pip install "numpy<2" (genie pins it for torch below 2.3), or upgrade torch; '
-            "pip install -r requirements.txt"
-        ),
-    ),
-    Signature(
-        "missing_package",
-        r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
-        _("the package providing '{module}' is not installed in the interpreter that ran"),
-        _(
-            "pip install -r requirements.txt in that environment (or genie smoke --python PATH "
-            "to use another one)"
-        ),
-    ),
-    Signature(
-        "killed",
-        r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b",
-        _("a rank was killed with SIGKILL, usually by the out-of-memory killer (host RAM)"),
-        _("lower --batch-size or --num-workers, or give the job more memory (dmesg says who)"),
-        timed_out=False,
-    ),
-    Signature(
-        "hung",
-        r"\A",  # any output: what matters is that the run was killed at the timeout
-        _("a rank hung past the timeout{where}"),
-        _(
-            "a rank stuck in a collective waits for one that is elsewhere (a rank skipped a "
-            "collective, or the network drops); rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and "
-            "NCCL_DEBUG=INFO"
-        ),
-        timed_out=True,
-    ),
-)
+__all__ = ["SIGNATURES", "Explanation", "Signature", "explain"]
 
 # Used when nothing more specific matched: the exception a rank raised.
 _RAISED = Signature(

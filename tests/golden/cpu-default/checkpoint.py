@@ -7,16 +7,21 @@ LR schedule, every rank's random-number state, and where training stands.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
 import dist_utils
+
+LARGE = ("model", "optimizer")  # sent as tensors, never pickled whole
+log = logging.getLogger("train")
 
 
 @dataclass
@@ -74,10 +79,11 @@ def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) ->
         old.unlink()
 
 
-def load_state(path: Path) -> dict:
-    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
+def load_state(path: Path, mmap: bool = False) -> dict:
+    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every
+    rank); with ``mmap``, the tensors stay on disk until used."""
     # weights_only: nothing but tensors and plain data is unpickled.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:
@@ -106,13 +112,16 @@ def misfit(own: dict, theirs: dict | None) -> str | None:
 def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     """Stop a resume from ``path`` with one line when it was written for another model
     (another size, task or framework), before loading it fails with a traceback."""
-    if problem is None:
-        return
-    message = (
-        f"--resume: {path} does not fit this model: {problem}; it was written for "
-        "another model size, task or framework (use another --checkpoint-dir, or "
-        "start afresh)"
-    )
+    if problem is not None:
+        stop(
+            f"--resume: {path} does not fit this model: {problem}; it was written for "
+            "another model size, task or framework (use another --checkpoint-dir, or "
+            "start afresh)"
+        )
+
+
+def stop(message: str) -> None:
+    """End the run with one line (rank 0 says it), no traceback."""
     if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
         print(message, file=sys.stderr, flush=True)  # another rank has exited
     raise SystemExit(1)
@@ -132,22 +141,117 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
 
 
 def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
-    """Load ``path`` into every rank (a collective); None when there is no checkpoint.
+    """Load the newest checkpoint any rank can read at ``path`` (a collective);
+    None when no rank has one.
 
-    Only rank 0 writes checkpoints, so on clusters without a shared filesystem the other
-    nodes do not have the file: rank 0 reads it and sends it to every rank.
+    Only global rank 0 writes checkpoints, and the node that runs rank 0 can change
+    from run to run (c10d numbers the nodes as they arrive): without a shared
+    filesystem the newest checkpoint may be on any node. The ranks agree which rank
+    holds it.
+    Where every rank sees it, each reads it; else its holder sends it, one tensor at
+    a time (no rank unpickles a copy it does not keep).
     """
-    payload = [load_state(path) if dist.get_rank() == 0 and path.exists() else None]
-    dist.broadcast_object_list(payload, src=0)
-    state = payload[0]
-    if state is None:
+    steps: list = [None] * dist.get_world_size()
+    dist.all_gather_object(steps, _step(path))
+    newest = max(steps)
+    if newest < 0:
         return None
-    stop_if_misfit(path, misfit(shapes(model.state_dict()), shapes(state.get("model"))))
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    holder, shared = steps.index(newest), all(s == newest for s in steps)
+    if dist.get_rank() == 0:
+        how = (
+            "read by every rank"
+            if shared
+            else f"sent by rank {holder}, the only one with it"
+        )
+        log.info("resuming from step %d of %s: %s", newest, path, how)
+    state = load_state(path) if shared or dist.get_rank() == holder else None
+    header = [None if state is None else {k: state[k] for k in state if k not in LARGE}]
+    if state is not None:
+        header[0]["misfit"] = misfit(
+            shapes(model.state_dict()), shapes(state.get("model"))
+        )
+    dist.broadcast_object_list(header, src=holder)  # position, scaler, scheduler, RNG
+    stop_if_misfit(path, header[0]["misfit"])
+    if shared:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    else:
+        receive(model, optimizer, state, holder)
+    state = header[0]
     scaler.load_state_dict(state["scaler"])
     scheduler.load_state_dict(state["scheduler"])
     # Each rank's random-number state, unless the world size changed (then fresh seeds).
     if len(state["rng"]) == dist.get_world_size():
         dist_utils.set_rng_state(state["rng"][dist.get_rank()])
     return Position(state["epoch"], state["step"], state["best"])
+
+
+def _step(path: Path) -> int:
+    """The optimizer step ``path`` was written at; -1 when this rank has no file."""
+    if not path.exists():
+        return -1
+    return int(load_state(path, mmap=True)["step"])  # mmap: the tensors are not read
+
+
+class TensorSpec(NamedTuple):
+    """A tensor's place in a state being sent: what to allocate to receive it."""
+
+    shape: tuple
+    dtype: torch.dtype
+    device: str
+
+
+def receive(model, optimizer, state: dict | None, src: int) -> None:
+    """Copy ``state`` (held by rank ``src`` alone) into every rank's model and
+    optimizer, one tensor at a time: the model's tensors are the same on every rank;
+    the optimizer's exist only once it has stepped, so their layout travels first."""
+    sending = dist.get_rank() == src
+    device = dist_utils.collective_device()
+    for name, tensor in model.state_dict().items():
+        buffer = (
+            state["model"][name].to(device)
+            if sending
+            else torch.empty_like(tensor, device=device)
+        )
+        dist.broadcast(buffer, src)
+        tensor.copy_(buffer)
+    layout = [_layout(state["optimizer"]) if sending else None]
+    dist.broadcast_object_list(layout, src=src)
+    optimizer.load_state_dict(
+        _filled(layout[0], state["optimizer"] if sending else None, src)
+    )
+
+
+def _layout(value):
+    """``value`` with each tensor replaced by its TensorSpec."""
+    if isinstance(value, torch.Tensor):
+        return TensorSpec(tuple(value.shape), value.dtype, value.device.type)
+    if isinstance(value, dict):
+        return {k: _layout(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_layout(v) for v in value)
+    return value
+
+
+def _filled(layout, source, src: int):
+    """``layout`` with each TensorSpec replaced by the tensor rank ``src`` sends (from
+    ``source`` there), in the same order on every rank."""
+    if isinstance(layout, TensorSpec):
+        device = dist_utils.collective_device()
+        if source is not None:
+            buffer = source.to(device)
+        else:
+            buffer = torch.empty(layout.shape, dtype=layout.dtype, device=device)
+        dist.broadcast(buffer, src)
+        return buffer.to(layout.device)
+    if isinstance(layout, dict):
+        return {
+            k: _filled(v, source[k] if source is not None else None, src)
+            for k, v in layout.items()
+        }
+    if isinstance(layout, (list, tuple)):
+        parts = source if source is not None else [None] * len(layout)
+        return type(layout)(
+            _filled(layout[i], parts[i], src) for i in range(len(layout))
+        )
+    return layout

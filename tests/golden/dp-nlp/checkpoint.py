@@ -71,10 +71,11 @@ def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) ->
         old.unlink()
 
 
-def load_state(path: Path) -> dict:
-    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
+def load_state(path: Path, mmap: bool = False) -> dict:
+    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every
+    rank); with ``mmap``, the tensors stay on disk until used."""
     # weights_only: nothing but tensors and plain data is unpickled.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:
@@ -103,13 +104,16 @@ def misfit(own: dict, theirs: dict | None) -> str | None:
 def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     """Stop a resume from ``path`` with one line when it was written for another model
     (another size, task or framework), before loading it fails with a traceback."""
-    if problem is None:
-        return
-    message = (
-        f"--resume: {path} does not fit this model: {problem}; it was written for "
-        "another model size, task or framework (use another --checkpoint-dir, or "
-        "start afresh)"
-    )
+    if problem is not None:
+        stop(
+            f"--resume: {path} does not fit this model: {problem}; it was written for "
+            "another model size, task or framework (use another --checkpoint-dir, or "
+            "start afresh)"
+        )
+
+
+def stop(message: str) -> None:
+    """End the run with one line, no traceback."""
     raise SystemExit(message)
 
 

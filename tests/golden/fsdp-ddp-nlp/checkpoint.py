@@ -7,6 +7,7 @@ LR schedule, every rank's random-number state, and where training stands.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -25,7 +26,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 import dist_utils
 
-LARGE = ("model", "optimizer")  # broadcast as tensors, not pickled
+LARGE = ("model", "optimizer")  # sent as tensors, never pickled whole
+log = logging.getLogger("train")
 
 
 @dataclass
@@ -83,10 +85,11 @@ def save_checkpoints(directory: Path, state: dict, improved: bool, keep: int) ->
         old.unlink()
 
 
-def load_state(path: Path) -> dict:
-    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every rank)."""
+def load_state(path: Path, mmap: bool = False) -> dict:
+    """Read a checkpoint this project wrote onto the CPU (not GPU 0 from every
+    rank); with ``mmap``, the tensors stay on disk until used."""
     # weights_only: nothing but tensors and plain data is unpickled.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:
@@ -115,13 +118,16 @@ def misfit(own: dict, theirs: dict | None) -> str | None:
 def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     """Stop a resume from ``path`` with one line when it was written for another model
     (another size, task or framework), before loading it fails with a traceback."""
-    if problem is None:
-        return
-    message = (
-        f"--resume: {path} does not fit this model: {problem}; it was written for "
-        "another model size, task or framework (use another --checkpoint-dir, or "
-        "start afresh)"
-    )
+    if problem is not None:
+        stop(
+            f"--resume: {path} does not fit this model: {problem}; it was written for "
+            "another model size, task or framework (use another --checkpoint-dir, or "
+            "start afresh)"
+        )
+
+
+def stop(message: str) -> None:
+    """End the run with one line (rank 0 says it), no traceback."""
     if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
         print(message, file=sys.stderr, flush=True)  # another rank has exited
     raise SystemExit(1)
@@ -147,20 +153,40 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
 
 
 def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
-    """Load ``path`` into every rank (a collective); None when there is no checkpoint.
+    """Load the newest checkpoint any rank can read at ``path`` (a collective);
+    None when no rank has one.
 
-    Only rank 0 writes checkpoints, so on clusters without a shared filesystem the other
-    nodes do not have the file: rank 0 reads it and sends it to every rank.
+    Only global rank 0 writes checkpoints, and the node that runs rank 0 can change
+    from run to run (c10d numbers the nodes as they arrive): without a shared
+    filesystem the newest checkpoint may be on any node. The ranks agree which rank
+    holds it.
+    Rank 0 reads it and sends the tensors: each rank keeps its shard.
     """
-    own = shapes(get_model_state_dict(model))  # whole shapes of the local shards
-    state = load_state(path) if dist.get_rank() == 0 and path.exists() else None
-    small = None if state is None else {k: state[k] for k in state if k not in LARGE}
-    if small is not None:  # only rank 0 has the weights to check
-        small["misfit"] = misfit(own, shapes(state.get("model")))
-    header = [small]
-    dist.broadcast_object_list(header, src=0)  # position, scaler, scheduler, RNG
-    if header[0] is None:
+    steps: list = [None] * dist.get_world_size()
+    dist.all_gather_object(steps, _step(path))
+    newest = max(steps)
+    if newest < 0:
         return None
+    holder, shared = steps.index(newest), all(s == newest for s in steps)
+    if dist.get_rank() == 0:
+        how = (
+            "read by every rank"
+            if shared
+            else f"sent by rank {holder}, the only one with it"
+        )
+        log.info("resuming from step %d of %s: %s", newest, path, how)
+    # rank 0 sends the shards: it must have the newest checkpoint
+    if steps[0] != newest:
+        stop(
+            f"--resume: the newest checkpoint (step {newest}) is on rank {holder}'s "
+            "node, not rank 0's: put --checkpoint-dir on a filesystem all nodes share"
+        )
+    own = shapes(get_model_state_dict(model))  # whole shapes of the local shards
+    state = load_state(path) if dist.get_rank() == 0 else None
+    header = [None if state is None else {k: state[k] for k in state if k not in LARGE}]
+    if state is not None:  # only rank 0 has the weights to check
+        header[0]["misfit"] = misfit(own, shapes(state.get("model")))
+    dist.broadcast_object_list(header, src=0)  # position, scaler, scheduler, RNG
     stop_if_misfit(path, header[0]["misfit"])
     # The weights and optimizer moments travel as tensors from rank 0, which alone holds
     # the full state; each rank keeps its shard (no rank unpickles the whole model).
@@ -178,3 +204,10 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     if len(state["rng"]) == dist.get_world_size():
         dist_utils.set_rng_state(state["rng"][dist.get_rank()])
     return Position(state["epoch"], state["step"], state["best"])
+
+
+def _step(path: Path) -> int:
+    """The optimizer step ``path`` was written at; -1 when this rank has no file."""
+    if not path.exists():
+        return -1
+    return int(load_state(path, mmap=True)["step"])  # mmap: the tensors are not read

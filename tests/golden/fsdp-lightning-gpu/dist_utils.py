@@ -210,13 +210,16 @@ def misfit(own: dict, theirs: dict | None) -> str | None:
 def stop_if_misfit(path: Path | str, problem: str | None) -> None:
     """Stop a resume from ``path`` with one line when it was written for another model
     (another size, task or framework), before loading it fails with a traceback."""
-    if problem is None:
-        return
-    message = (
-        f"--resume: {path} does not fit this model: {problem}; it was written for "
-        "another model size, task or framework (use another --checkpoint-dir, or "
-        "start afresh)"
-    )
+    if problem is not None:
+        stop(
+            f"--resume: {path} does not fit this model: {problem}; it was written for "
+            "another model size, task or framework (use another --checkpoint-dir, or "
+            "start afresh)"
+        )
+
+
+def stop(message: str) -> None:
+    """End the run with one line (rank 0 says it), no traceback."""
     if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
         print(message, file=sys.stderr, flush=True)  # another rank has exited
     raise SystemExit(1)

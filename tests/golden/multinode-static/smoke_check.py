@@ -35,15 +35,16 @@ def emit(report: dict) -> None:
 
 def arm_fault(model: nn.Module, marker_dir: Path) -> None:
     """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
-    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
-    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
-    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    ``hang:RANK`` (or ``hang:RANK:STEP``), ``raise:RANK`` and ``exit:RANK:CODE`` at
+    its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
+    marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
+    train on. RANK ``*``: every rank this environment reaches (one node's)."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
-    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+    if not kind or rank not in ("*", os.environ.get("RANK", "0")):
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
-    at = int(arg) if kind == "kill" else 1
+    at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
     if kind == "kill" and marker.exists():
         return
     steps = 0
@@ -114,7 +115,8 @@ def checkpoint_loads(
     """True when last.pt and best.pt load strictly into a freshly built, unwrapped model
     and last.pt holds exactly ``parameters`` (the weights training ended with)."""
     fresh = build_model(args, num_classes)
-    fresh.load_state_dict(load_state(directory / "best.pt")["model"])
+    if (directory / "best.pt").exists():  # per-node disks: it may be on another node
+        fresh.load_state_dict(load_state(directory / "best.pt")["model"])
     fresh.load_state_dict(load_state(directory / "last.pt")["model"])
     return holds_exactly(fresh, parameters)
 

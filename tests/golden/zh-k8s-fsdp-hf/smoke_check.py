@@ -39,15 +39,16 @@ def emit(report: dict) -> None:
 
 def arm_fault(trainer, marker_dir: Path) -> None:
     """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
-    ``hang:RANK``, ``raise:RANK`` and ``exit:RANK:CODE`` at its first training step,
-    ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a marker file (in ``marker_dir``,
-    or ``GENIE_FAULT_MARKER``) lets the restarted job train on."""
+    ``hang:RANK`` (or ``hang:RANK:STEP``), ``raise:RANK`` and ``exit:RANK:CODE`` at
+    its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
+    marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
+    train on. RANK ``*``: every rank this environment reaches (one node's)."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
-    if not kind or int(rank) != int(os.environ.get("RANK", "0")):
+    if not kind or rank not in ("*", os.environ.get("RANK", "0")):
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
-    at = int(arg) if kind == "kill" else 1
+    at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
     if kind == "kill" and marker.exists():
         return
     steps = 0

@@ -4,9 +4,10 @@
 # Train on {{ g.nodes }} nodes x {{ g.nproc_per_node }} processes ({{ g.rdzv }} rendezvous at {{ g.master_addr }}:{{ g.master_port }}).
 # Run on every node, each with its own NODE_RANK (0 on {{ g.master_addr }}):
 #   bash launch/multi_node.sh NODE_RANK [train.py arguments...]
+#   bash launch/multi_node.sh NODE_RANK --preflight   # check the nodes first (launch/preflight.py)
 # MASTER_ADDR and MASTER_PORT (torchrun's own names), NNODES and NPROC_PER_NODE are taken
 # from the environment when set, else from the answers above (genie's smoke test sets them
-# to simulate the nodes on one machine).
+# to simulate the nodes).
 set -euo pipefail
 # One OpenMP thread per process (torchrun's own default, set here so it does not warn).
 # With few processes per node, raise it towards (CPU cores / processes) for faster CPU ops.
@@ -22,14 +23,35 @@ if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
     exit 2
 fi
 shift
+source launch/network.sh
+node_network "$MASTER_ADDR" || exit 2
 {% if g.rdzv == "c10d" %}
 # c10d assigns ranks itself. NODE_RANK says which node hosts the rendezvous store (node 0):
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
-IS_HOST=$(( NODE_RANK == 0 ? 1 : 0 ))
+RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 ))"
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+{% else %}
+# How long node 0 waits for the others, in seconds (torch's default)
+RDZV_CONF="timeout=${RDZV_TIMEOUT:-900}"
 {% endif %}
+ENTRYPOINT=train.py
+if [[ "${1:-}" == "--preflight" ]]; then
+    # The same torchrun line as the job, after launch/preflight.py has met every node; a node
+    # that never arrives is named within PREFLIGHT_WAIT seconds.
+    export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
+    export PREFLIGHT_WAIT="${PREFLIGHT_WAIT:-27}"
+    export PREFLIGHT_FACTS="${TMPDIR:-/tmp}/preflight-$$.json"  # node 0: what it met, for the table
+    python launch/preflight.py meet || exit $?
+{% if g.rdzv == "c10d" %}
+    RDZV_CONF="$RDZV_CONF,join_timeout=$PREFLIGHT_WAIT,read_timeout=$PREFLIGHT_WAIT"
+{% else %}
+    RDZV_CONF="timeout=$PREFLIGHT_WAIT"
+{% endif %}
+    ENTRYPOINT=launch/preflight.py
+    shift
+fi
 exec {{ g.launch.multi_node }} "$@"
 {% endif %}

@@ -2,9 +2,10 @@
 # Train on 2 nodes x 4 processes (c10d rendezvous at gpu-01:29500).
 # Run on every node, each with its own NODE_RANK (0 on gpu-01):
 #   bash launch/multi_node.sh NODE_RANK [train.py arguments...]
+#   bash launch/multi_node.sh NODE_RANK --preflight   # check the nodes first (launch/preflight.py)
 # MASTER_ADDR and MASTER_PORT (torchrun's own names), NNODES and NPROC_PER_NODE are taken
 # from the environment when set, else from the answers above (genie's smoke test sets them
-# to simulate the nodes on one machine).
+# to simulate the nodes).
 set -euo pipefail
 # One OpenMP thread per process (torchrun's own default, set here so it does not warn).
 # With few processes per node, raise it towards (CPU cores / processes) for faster CPU ops.
@@ -20,11 +21,25 @@ if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
     exit 2
 fi
 shift
+source launch/network.sh
+node_network "$MASTER_ADDR" || exit 2
 # c10d assigns ranks itself. NODE_RANK says which node hosts the rendezvous store (node 0):
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
-IS_HOST=$(( NODE_RANK == 0 ? 1 : 0 ))
+RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 ))"
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
-exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=proj --rdzv_conf="is_host=$IS_HOST" --max_restarts=3 train.py "$@"
+ENTRYPOINT=train.py
+if [[ "${1:-}" == "--preflight" ]]; then
+    # The same torchrun line as the job, after launch/preflight.py has met every node; a node
+    # that never arrives is named within PREFLIGHT_WAIT seconds.
+    export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
+    export PREFLIGHT_WAIT="${PREFLIGHT_WAIT:-27}"
+    export PREFLIGHT_FACTS="${TMPDIR:-/tmp}/preflight-$$.json"  # node 0: what it met, for the table
+    python launch/preflight.py meet || exit $?
+    RDZV_CONF="$RDZV_CONF,join_timeout=$PREFLIGHT_WAIT,read_timeout=$PREFLIGHT_WAIT"
+    ENTRYPOINT=launch/preflight.py
+    shift
+fi
+exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --local_addr="$LOCAL_ADDR" --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_id=proj --rdzv_conf="$RDZV_CONF" --max_restarts=3 "$ENTRYPOINT" "$@"

@@ -2,9 +2,10 @@
 # Train on 2 nodes x 2 processes (static rendezvous at 10.0.0.1:29500).
 # Run on every node, each with its own NODE_RANK (0 on 10.0.0.1):
 #   bash launch/multi_node.sh NODE_RANK [train.py arguments...]
+#   bash launch/multi_node.sh NODE_RANK --preflight   # check the nodes first (launch/preflight.py)
 # MASTER_ADDR and MASTER_PORT (torchrun's own names), NNODES and NPROC_PER_NODE are taken
 # from the environment when set, else from the answers above (genie's smoke test sets them
-# to simulate the nodes on one machine).
+# to simulate the nodes).
 set -euo pipefail
 # One OpenMP thread per process (torchrun's own default, set here so it does not warn).
 # With few processes per node, raise it towards (CPU cores / processes) for faster CPU ops.
@@ -20,4 +21,20 @@ if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
     exit 2
 fi
 shift
-exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" train.py "$@"
+source launch/network.sh
+node_network "$MASTER_ADDR" || exit 2
+# How long node 0 waits for the others, in seconds (torch's default)
+RDZV_CONF="timeout=${RDZV_TIMEOUT:-900}"
+ENTRYPOINT=train.py
+if [[ "${1:-}" == "--preflight" ]]; then
+    # The same torchrun line as the job, after launch/preflight.py has met every node; a node
+    # that never arrives is named within PREFLIGHT_WAIT seconds.
+    export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
+    export PREFLIGHT_WAIT="${PREFLIGHT_WAIT:-27}"
+    export PREFLIGHT_FACTS="${TMPDIR:-/tmp}/preflight-$$.json"  # node 0: what it met, for the table
+    python launch/preflight.py meet || exit $?
+    RDZV_CONF="timeout=$PREFLIGHT_WAIT"
+    ENTRYPOINT=launch/preflight.py
+    shift
+fi
+exec torchrun --nnodes="$NNODES" --nproc_per_node="$NPROC_PER_NODE" --local_addr="$LOCAL_ADDR" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" --rdzv_conf="$RDZV_CONF" "$ENTRYPOINT" "$@"
