@@ -119,7 +119,8 @@ def _where(spec: Spec, nodes: int, per_node: int, on_hosts: bool) -> list[str]:
         notes.append(
             _(
                 "each node on a host of its own: a network namespace with its own hostname, "
-                "addresses and /etc/hosts (the others' names do not resolve there)"
+                "addresses and /etc/hosts (the others' names do not resolve there; node 1's "
+                "hostname maps to 127.0.1.1, behind a docker0-like bridge, its link is ens5)"
             )
         )
     else:
@@ -218,10 +219,23 @@ def run(
     why_not = host_network.unavailable() if addr is None else "addr"
     if why_not is not None:
         return _run(spec, project, options, addr or LOOPBACK, (), why_not)
-    count = shape(spec, options.machine)[0]
-    configs = hosts or [HostConfig(f"node{k}") for k in range(count)]
+    configs = hosts or default_hosts(shape(spec, options.machine)[0])
     with host_network.network(configs) as made:
         return _run(spec, project, options, made.hosts[0].address, made.hosts, None)
+
+
+def default_hosts(count: int) -> list[HostConfig]:
+    """Hosts the way clusters have them: no node resolves another's name, and every other
+    node maps its own hostname to 127.0.1.1 (Debian's default), lists a docker0-like bridge
+    first and calls its link ens5."""
+    return [
+        (
+            HostConfig(f"node{k}", interface="ens5", own_name="127.0.1.1", decoy=True)
+            if k % 2
+            else HostConfig(f"node{k}")
+        )
+        for k in range(count)
+    ]
 
 
 def _run(

@@ -38,7 +38,9 @@ def converted(tmp_path: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path, name):
     lines: list[str] = []
-    result = check.run(converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT, lines.append)
+    result = check.run(
+        converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT, echo=lines.append
+    )
     assert result.passed, (result.problems, "\n".join(lines[-40:]))
     report = result.report
     assert report["world_size"] == 2 and report["backend"] == "gloo"

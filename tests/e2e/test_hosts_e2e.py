@@ -187,28 +187,6 @@ def hosts_machine():
     return detect.machine()
 
 
-# ---------------------------------------------------------------- every framework, both rendezvous
-
-
-@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
-@pytest.mark.parametrize("rdzv", ["c10d", "static"])
-def test_genie_smoke_trains_on_separate_hosts(tmp_path, framework, rdzv):
-    """Node 1's hostname maps to 127.0.1.1, a docker0-like bridge comes first and its link
-    is called ens5; neither node resolves the other's name."""
-    need_hosts()
-    project = generate(tmp_path, rdzv, framework)
-    spec = build_spec({"name": "p", "nodes": 2, "master_addr": MASTER, "gpus_per_node": 0,
-                       "framework": framework, "rdzv": rdzv}, hosts_machine())  # fmt: skip
-    configs = [hosts.HostConfig("node0"),
-               hosts.HostConfig("node1", own_name="127.0.1.1", decoy=True, interface="ens5")]  # fmt: skip
-    result = smoke_nodes.run(spec, project, RunOptions(hosts_machine(), timeout=300), hosts=configs)
-    assert result.passed, result.problems + [result.output[-3000:]]
-    assert result.report["world_size"] == 4
-    assert any("network namespace with its own hostname" in n for n in result.plan.notes)
-    assert any(n.startswith("preflight: every node alike") for n in result.plan.notes)
-    assert f"node1 reaches {MASTER} from {hosts.SUBNET}.2 on ens5" in result.output
-
-
 # ---------------------------------------------------------------- checkpoints on per-node disks
 
 

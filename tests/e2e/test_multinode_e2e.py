@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from genie import detect
+from genie.smoke import hosts
 from genie.smoke import nodes as smoke_nodes
 from genie.smoke.plan import RunOptions
 from genie.spec import build_spec
@@ -38,6 +39,13 @@ def test_two_simulated_nodes_train_through_the_multi_node_script(tmp_path, frame
     )
     assert "[node 0]" in result.stdout and "PASS" in result.stdout
     assert not (project / "checkpoints").exists()  # each node trained in its own copy
+    out = re.sub(r"\s*│\s*", " ", result.stdout)
+    assert "preflight: every node alike" in out
+    if hosts.unavailable() is None:  # separate hosts: root with iproute2, as in CI
+        assert "each node on a host of its own" in out
+        assert "node1 reaches 10.77.0.1 from 10.77.0.2 on ens5" in result.stdout
+    else:
+        assert "the nodes share this host's loopback network and hostname" in out
 
 
 def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machine, monkeypatch):
