@@ -81,10 +81,15 @@ def node_first() -> Iterator[None]:
     """
     first = int(os.environ.get("LOCAL_RANK", "0")) == 0
     if not first:
-        dist.barrier()
+        barrier()
     yield
     if first:
-        dist.barrier()
+        barrier()
+
+
+def barrier() -> None:
+    """Wait for every rank."""
+    dist.barrier()
 
 
 def collective_device() -> torch.device:

@@ -197,6 +197,27 @@ def build_loaders(
     return loader, val_loader
 
 
+class Autocast(nn.Module):
+    """``module`` run under autocast in ``dtype`` (None: full precision). Autocast is a
+    per-thread setting, and DataParallel runs each replica in a thread of its own that
+    re-enters autocast with the default dtype, fp16 on CUDA: a bf16 run would compute
+    in fp16 without a loss scaler. Inside forward, the dtype is the one asked for."""
+
+    def __init__(self, module: nn.Module, device_type: str, dtype) -> None:
+        super().__init__()
+        self.module, self.device_type, self.dtype = module, device_type, dtype
+
+    def forward(self, *args, **kwargs):
+        if self.dtype is None:
+            return self.module(*args, **kwargs)
+        with torch.autocast(device_type=self.device_type, dtype=self.dtype):
+            return self.module(*args, **kwargs)
+
+
+def autocast_dtype(precision: str):
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+
 def build_run(
     args: argparse.Namespace, device: torch.device, loader: DataLoader
 ) -> Run:
@@ -207,7 +228,12 @@ def build_run(
     optimizer = build_optimizer(model, args)
     total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs
     total_steps = min(total_steps, args.max_steps or total_steps)
-    parallel = nn.DataParallel(model) if torch.cuda.device_count() > 1 else model
+    if torch.cuda.device_count() > 1:
+        parallel = nn.DataParallel(
+            Autocast(model, device.type, autocast_dtype(args.precision))
+        )
+    else:
+        parallel = model
     run = Run(
         args, device, model,
         forward=torch.compile(parallel) if args.compile else parallel,

@@ -122,4 +122,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise SystemExit(
             "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
         )
+    if args.precision == "bf16" and torch.cuda.is_available() and not native_bf16():
+        # V100, T4 and older: bf16 would be emulated (slow) or fail
+        raise SystemExit(
+            f"{torch.cuda.get_device_name()} has no native bf16, and FSDP here is "
+            "generated for bf16 or fp32: use --precision fp32"
+        )
     return args
+
+
+def native_bf16() -> bool:
+    """Whether this GPU computes bf16 natively (compute capability 8.0, Ampere, on)."""
+    return torch.cuda.get_device_capability() >= (8, 0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -121,4 +123,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise SystemExit(
             "fp16 mixed precision needs CUDA; use --precision bf16 or fp32 on CPU"
         )
+    if args.precision == "bf16" and torch.cuda.is_available() and not native_bf16():
+        # V100, T4 and older: bf16 would be emulated (slow) or fail
+        args.precision = "fp16"
+        if os.environ.get("RANK", "0") == "0":
+            print(
+                f"{torch.cuda.get_device_name()} has no native bf16: training in fp16 "
+                "with a loss scaler instead (--precision fp32 for full precision)",
+                file=sys.stderr,
+                flush=True,
+            )
     return args
+
+
+def native_bf16() -> bool:
+    """Whether this GPU computes bf16 natively (compute capability 8.0, Ampere, on)."""
+    return torch.cuda.get_device_capability() >= (8, 0)

@@ -81,10 +81,21 @@ def node_first() -> Iterator[None]:
     """
     first = int(os.environ.get("LOCAL_RANK", "0")) == 0
     if not first:
-        dist.barrier()
+        barrier()
     yield
     if first:
-        dist.barrier()
+        barrier()
+
+
+def barrier() -> None:
+    """Wait for every rank. Under NCCL, on this process's GPU: torch 2.2
+    does not bind the process group to a device, and a barrier without device_ids
+    guesses the GPU as rank % GPUs, wrong where a node runs fewer processes than it
+    has GPUs."""
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+        return
+    dist.barrier()
 
 
 def collective_device() -> torch.device:

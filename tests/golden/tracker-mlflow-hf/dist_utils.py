@@ -83,10 +83,15 @@ def node_first() -> Iterator[None]:
     """
     first = int(os.environ.get("LOCAL_RANK", "0")) == 0
     if not first:
-        dist.barrier()
+        barrier()
     yield
     if first:
-        dist.barrier()
+        barrier()
+
+
+def barrier() -> None:
+    """Wait for every rank."""
+    dist.barrier()
 
 
 def collective_device() -> torch.device:
@@ -212,9 +217,9 @@ def shared_dir(folder: Path) -> bool:
     probe = folder / f".shared-{os.environ.get('TORCHELASTIC_RUN_ID', 'probe')}"
     if dist.get_rank() == 0:
         probe.touch()
-    dist.barrier()
+    barrier()
     shared = every_rank(probe.exists())
-    dist.barrier()  # every rank has looked before rank 0 removes it
+    barrier()  # every rank has looked before rank 0 removes it
     if dist.get_rank() == 0:
         probe.unlink()
     return shared

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from checkpoint import load_state
-from dist_utils import collective_device, mean_across_ranks
+from dist_utils import barrier, collective_device, mean_across_ranks
 from model import build_model
 
 MARKER = "GENIE_SMOKE "
@@ -125,7 +125,7 @@ def check_run(run, num_classes: int, seconds: float) -> None:
     """Report a finished train.py run; every rank calls it (it runs collectives)."""
     args = run.args
     parameters = list(run.model.parameters())
-    dist.barrier()  # rank 0's checkpoints are on disk
+    barrier()  # rank 0's checkpoints are on disk
     main = dist.get_rank() == 0
     loads = not main or checkpoint_loads(
         args.checkpoint_dir, args, num_classes, parameters
