@@ -243,7 +243,7 @@ def test_the_wizard_refuses_an_invalid_reply_saying_what_is_accepted(name, reply
 
 
 def test_the_wizard_asks_again_after_an_invalid_reply(cpu_machine):
-    keys = "\x15" + "0" + "\r" + "\x15" + "3" + "\r" + "\r" * 20  # nodes: 0 refused, then 3
+    keys = "\x15" + "0" + "\r" + "\x15" + "3" + "\r" + "\r" * 40  # nodes: 0 refused, then 3
     with create_pipe_input() as pipe:
         pipe.send_text(keys)
         ask = wizard.make_ask(cpu_machine, input=pipe, output=DummyOutput())

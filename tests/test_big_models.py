@@ -112,3 +112,42 @@ def test_every_barrier_goes_through_dist_utils_which_names_the_gpu_before_torch_
     old = any(f"torch>={v}," in requirements for v in ("1.13", "2.0", "2.1", "2.2"))
     named = [c for c in calls(ast.parse(dist_utils.read_text()), "dist.barrier") if c.keywords]
     assert bool(named) == old, variant
+
+
+# The FSDP configuration Lightning and the Trainer end up with, read back from their objects:
+# bf16 compute, fp32 gradient reduction (as the ddp project's fully_shard policy has it).
+LIGHTNING_FSDP = """
+    import datetime, torch, config, train
+    args = config.parse_args(["--precision", "bf16"])
+    strategy = train.fsdp_strategy(train.Classifier(args), datetime.timedelta(minutes=1))
+    policy = strategy.mixed_precision_config
+    print(policy.param_dtype, policy.reduce_dtype)
+"""
+HF_FSDP = """
+    import os, torch
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(29400 + os.getpid() % 1000))
+    import config, train
+    args = config.parse_args(["--precision", "bf16", "--smoke"])
+    training_args = train.training_arguments(args)
+    training_args.bf16 = True  # on this CPU the project itself would switch to fp32
+    training_args.eval_strategy = "no"  # no evaluation set here
+    trainer = train.DropLastTrainer(model=torch.nn.Linear(2, 2), args=training_args)
+    # on a GPU, accelerate builds its FSDP plugin from these and applies the Trainer's bf16;
+    # on this CPU it builds none, so the same two steps are taken here
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    plugin = FullyShardedDataParallelPlugin(**trainer.args.fsdp_plugin_args)
+    plugin.set_mixed_precision("bf16")
+    policy = plugin.mixed_precision_policy
+    print(policy.param_dtype, policy.reduce_dtype)
+"""
+
+
+@pytest.mark.parametrize(("framework", "code"), [("lightning", LIGHTNING_FSDP), ("hf", HF_FSDP)])
+def test_fsdp_reduces_gradients_in_fp32_under_bf16_in_every_framework(
+    tmp_path, gpu_machine, framework, code
+):
+    directory = project(tmp_path, gpu_machine, framework=framework, strategy="fsdp")
+    done = run_in(directory, code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["torch.bfloat16", "torch.float32"], done.stdout

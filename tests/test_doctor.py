@@ -454,7 +454,9 @@ def test_a_collective_past_its_timeout_is_killed_and_fails():
     env = {**cpu_env(), "GENIE_TEST_TAG": tag.partition("=")[2]}
     started = time.monotonic()
     result = collective.collective(Context(env=env, collective_timeout=0.5))
-    assert time.monotonic() - started < 5
+    # generous: a loaded machine is slow to start, kill and reap; the status below shows
+    # that the timeout, not the collective, ended the run
+    assert time.monotonic() - started < 30
     assert result.status == "fail" and "both processes were killed" in result.detail
     assert ranks_of("genie_doctor_collective", tag) == []
 

@@ -93,8 +93,6 @@ FEATURES: dict[str, Version] = {
     "local_addr": (2, 0),
     # torch.load(mmap=True): a checkpoint's tensors stay on disk until read
     "load_mmap": (2, 1),
-    # torch.cuda.is_bf16_supported(including_emulation=False): native bf16 only
-    "bf16_emulation_flag": (2, 5),
 }
 
 

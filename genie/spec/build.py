@@ -44,6 +44,7 @@ class Spec:
     epochs: int
     lr: float
     compile: bool
+    activation_checkpointing: bool | None  # None for DataParallel
     tracker: str
     seed: int
     scheduler: str

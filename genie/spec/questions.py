@@ -199,6 +199,12 @@ FIELDS: tuple[Field, ...] = (
         default=_const(False),
     ),
     Field(
+        "activation_checkpointing", bool, _("Use activation checkpointing?"),
+        _("Keeps only each block's input in forward and recomputes the rest in backward: "
+          "less activation memory, more compute."),
+        default=_const(False), applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
+    ),
+    Field(
         "tracker", str, _("Experiment tracker?"),
         _("Where rank 0 logs loss, accuracy, learning rate, throughput; TensorBoard is offline."),
         default=_const("tensorboard"), choices=tuple(compat.TRACKER_PACKAGES),

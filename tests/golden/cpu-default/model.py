@@ -8,7 +8,7 @@ stay tiny and build without downloads.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -27,19 +27,21 @@ class ModelConfig:
 SMOKE_CONFIG = ModelConfig(hidden=16, depth=1, dropout=0.0)
 
 
+class Block(nn.Sequential):
+    """One hidden layer."""
+
+    def __init__(self, width_in: int, width: int, dropout: float) -> None:
+        super().__init__(nn.Linear(width_in, width), nn.GELU(), nn.Dropout(dropout))
+
+
 class Classifier(nn.Module):
     def __init__(self, config: ModelConfig, num_classes: int) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = config.in_features
-        for _ in range(config.depth):
-            layers += [
-                nn.Linear(width, config.hidden),
-                nn.GELU(),
-                nn.Dropout(config.dropout),
-            ]
-            width = config.hidden
-        layers.append(nn.Linear(width, num_classes))
+        widths = [config.in_features] + [config.hidden] * config.depth
+        layers: list[nn.Module] = [
+            Block(widths[i], widths[i + 1], config.dropout) for i in range(config.depth)
+        ]
+        layers.append(nn.Linear(widths[-1], num_classes))
         self.net = nn.Sequential(*layers)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -47,4 +49,15 @@ class Classifier(nn.Module):
 
 
 def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
-    return Classifier(SMOKE_CONFIG if args.smoke else ModelConfig(), num_classes)
+    config = SMOKE_CONFIG if args.smoke else ModelConfig()
+    sizes = {"hidden": args.hidden, "depth": args.depth}
+    return Classifier(
+        replace(config, **{k: v for k, v in sizes.items() if v}), num_classes
+    )
+
+
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks: the units FSDP shards (gathered whole one at a time) and
+    activation checkpointing recomputes. For your own model, name its blocks
+    (transformer layers, residual blocks)."""
+    return [m for m in model.modules() if isinstance(m, Block)]

@@ -59,3 +59,11 @@ def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
         config = AutoConfig.from_pretrained(args.model_name, num_labels=num_classes)
         model = AutoModelForSequenceClassification.from_config(config)
     return TextClassifier(model)
+
+
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks, the units FSDP shards (gathered whole one at a time) and
+    activation checkpointing recomputes: the layers transformers declares unsplittable
+    (``_no_split_modules``, e.g. BertLayer)."""
+    names = set(getattr(model.model, "_no_split_modules", None) or ())
+    return [m for m in model.modules() if type(m).__name__ in names]

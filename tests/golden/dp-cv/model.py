@@ -12,7 +12,7 @@ import argparse
 import torch
 from torch import nn
 from torchvision.models import ResNet18_Weights, resnet18
-from torchvision.models.resnet import BasicBlock, ResNet
+from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 
 
 class ImageClassifier(nn.Module):
@@ -35,3 +35,10 @@ def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
     else:
         backbone = resnet18(weights=None, num_classes=num_classes)
     return ImageClassifier(backbone)
+
+
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks, the units FSDP shards (gathered whole one at a time) and
+    activation checkpointing recomputes: the residual blocks. For your own model, name
+    its repeated blocks."""
+    return [m for m in model.modules() if isinstance(m, (BasicBlock, Bottleneck))]

@@ -132,5 +132,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def native_bf16() -> bool:
-    """Whether this GPU computes bf16 natively (compute capability 8.0, Ampere, on)."""
-    return torch.cuda.is_bf16_supported(including_emulation=False)
+    """Whether this GPU computes bf16 natively: compute capability 8.0 (Ampere) or
+    newer (torch.cuda.is_bf16_supported() also says True where it is only emulated)."""
+    return torch.cuda.get_device_capability() >= (8, 0)

@@ -214,9 +214,9 @@ def build_run(
 ) -> Run:
     """Model, optimizer and schedule on this rank, resumed when asked or restarted."""
     dist_utils.seed_all(args.seed)  # the same initial weights on every rank
-    model = build_model(args, loader.dataset.num_classes).to(device)
-    # From here on each rank holds only its shard of every parameter.
-    model = fsdp.shard(model, device, args.precision)
+    num_classes = loader.dataset.num_classes
+    # Rank 0 alone builds the whole model; every rank holds only its shard.
+    model = fsdp.build_sharded(lambda: build_model(args, num_classes), device, args)
     dist_utils.seed_all(args.seed + dist.get_rank())  # distinct dropout on every rank
     optimizer = build_optimizer(model, args)
     total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs

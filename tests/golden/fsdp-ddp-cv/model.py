@@ -37,7 +37,8 @@ def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
     return ImageClassifier(backbone)
 
 
-def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The submodules FSDP shards as units (gathered whole one at a time): the residual
-    blocks. For your own model, name its repeated blocks."""
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks, the units FSDP shards (gathered whole one at a time) and
+    activation checkpointing recomputes: the residual blocks. For your own model, name
+    its repeated blocks."""
     return [m for m in model.modules() if isinstance(m, (BasicBlock, Bottleneck))]

@@ -61,8 +61,9 @@ def build_model(args: argparse.Namespace, num_classes: int) -> nn.Module:
     return TextClassifier(model)
 
 
-def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The submodules FSDP shards as units (gathered whole one at a time): the layers
-    transformers declares unsplittable (``_no_split_modules``, e.g. BertLayer)."""
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks, the units FSDP shards (gathered whole one at a time) and
+    activation checkpointing recomputes: the layers transformers declares unsplittable
+    (``_no_split_modules``, e.g. BertLayer)."""
     names = set(getattr(model.model, "_no_split_modules", None) or ())
     return [m for m in model.modules() if type(m).__name__ in names]

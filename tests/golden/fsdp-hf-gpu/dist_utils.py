@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import gc
 import logging
 import os
@@ -16,6 +17,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from safetensors import safe_open
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
+from torch.distributed.fsdp import MixedPrecisionPolicy
 
 
 def setup(timeout_minutes: float) -> torch.device:
@@ -123,6 +130,21 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return total.item() / dist.get_world_size()
 
 
+def checkpoint_activations(
+    model: torch.nn.Module, blocks: list[torch.nn.Module]
+) -> None:
+    """Activation checkpointing: each of ``blocks`` keeps only its input in forward and
+    recomputes its activations in backward. Non-reentrant, so it works under DDP, FSDP
+    and torch.compile; the model's state-dict keys do not change."""
+    chosen = set(blocks)
+    wrapper = functools.partial(
+        checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT
+    )
+    apply_activation_checkpointing(
+        model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: m in chosen
+    )
+
+
 def shutdown() -> None:
     """Tear the process group down once everything that used it is gone.
 
@@ -197,6 +219,18 @@ def stop(message: str) -> None:
     if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
         print(message, file=sys.stderr, flush=True)  # another rank has exited
     raise SystemExit(1)
+
+
+def fsdp_mixed_precision(precision: str) -> MixedPrecisionPolicy | None:
+    """bf16 compute with fp32 gradient reduction, as plain FSDP does (accelerate's own
+    bf16 would reduce in bf16); None: accelerate's precision alone."""
+    if precision != "bf16":
+        return None
+    return MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16,
+        reduce_dtype=torch.float32,
+        output_dtype=torch.bfloat16,
+    )
 
 
 def check_fits(model: torch.nn.Module, folder: Path | None) -> None:

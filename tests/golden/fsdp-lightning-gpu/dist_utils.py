@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import gc
 import logging
 import os
@@ -15,6 +16,12 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
+from torch.distributed.fsdp import MixedPrecision
 
 
 def setup(timeout_minutes: float) -> torch.device:
@@ -124,6 +131,21 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return total.item() / dist.get_world_size()
 
 
+def checkpoint_activations(
+    model: torch.nn.Module, blocks: list[torch.nn.Module]
+) -> None:
+    """Activation checkpointing: each of ``blocks`` keeps only its input in forward and
+    recomputes its activations in backward. Non-reentrant, so it works under DDP, FSDP
+    and torch.compile; the model's state-dict keys do not change."""
+    chosen = set(blocks)
+    wrapper = functools.partial(
+        checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT
+    )
+    apply_activation_checkpointing(
+        model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: m in chosen
+    )
+
+
 def shutdown() -> None:
     """Tear the process group down once everything that used it is gone.
 
@@ -134,6 +156,18 @@ def shutdown() -> None:
     gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def fsdp_mixed_precision(precision: str) -> MixedPrecision | None:
+    """bf16 compute with fp32 gradient reduction, as plain FSDP does (Lightning's own
+    bf16-mixed would reduce in bf16); None: Lightning's precision alone."""
+    if precision != "bf16":
+        return None
+    return MixedPrecision(
+        param_dtype=torch.bfloat16,
+        reduce_dtype=torch.float32,
+        buffer_dtype=torch.bfloat16,
+    )
 
 
 def env_from_slurm() -> None:

@@ -37,7 +37,7 @@ import data
 import dist_utils
 from config import parse_args
 from evaluation import real_samples, split_dataset
-from model import build_model, shard_units
+from model import blocks, build_model
 from optim import build_optimizer, lr_schedule
 from tracking import Throughput, make_logger
 
@@ -90,7 +90,7 @@ class Classifier(L.LightningModule):
         # the first and latest loss, for --smoke
         self.first_loss: torch.Tensor | None = None
         self.last_loss: torch.Tensor | None = None
-        self.shard_units: set[nn.Module] = set()
+        self.blocks: set[nn.Module] = set()
 
     def configure_model(self) -> None:
         # Built here, not in __init__: the class count comes from the data module.
@@ -99,8 +99,8 @@ class Classifier(L.LightningModule):
             # The same weights on every rank; then distinct dropout on each.
             dist_utils.seed_all(self.args.seed + self.global_rank)
             self.shapes = dist_utils.shapes(self.state_dict())  # before any wrapping
-            # The FSDP wrap policy reads them.
-            self.shard_units = set(shard_units(self.net))
+            # The FSDP wrap and activation checkpointing policies read them.
+            self.blocks = set(blocks(self.net))
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 
@@ -182,13 +182,19 @@ class Classifier(L.LightningModule):
 
 
 def fsdp_strategy(module: Classifier, timeout: datetime.timedelta) -> FSDPStrategy:
-    """FSDP1 under Lightning: each unit of shard_units() is wrapped (and gathered) on
+    """FSDP1 under Lightning: each of the model's blocks is wrapped (and gathered) on
     its own. Checkpoints hold the full state dict, written by rank 0."""
     policy = functools.partial(
-        lambda_auto_wrap_policy, lambda_fn=lambda m: m in module.shard_units
+        lambda_auto_wrap_policy, lambda_fn=lambda m: m in module.blocks
     )
     return FSDPStrategy(
-        auto_wrap_policy=policy, state_dict_type="full", timeout=timeout
+        auto_wrap_policy=policy,
+        activation_checkpointing_policy=(
+            policy if module.args.activation_checkpointing else None
+        ),
+        mixed_precision=dist_utils.fsdp_mixed_precision(module.args.precision),
+        state_dict_type="full",
+        timeout=timeout,
     )
 
 

@@ -28,7 +28,7 @@ import data
 import dist_utils
 from config import parse_args
 from evaluation import split_dataset
-from model import build_model
+from model import blocks, build_model
 
 log = logging.getLogger("train")
 
@@ -52,6 +52,13 @@ class WithLoss(nn.Module):
             nn.functional.cross_entropy(logits, labels) if labels is not None else None
         )
         return {"loss": loss, "logits": logits}
+
+
+def with_loss(args: argparse.Namespace, num_classes: int) -> WithLoss:
+    model = build_model(args, num_classes)
+    if args.activation_checkpointing:
+        dist_utils.checkpoint_activations(model, blocks(model))
+    return WithLoss(model)
 
 
 class DropLastTrainer(Trainer):
@@ -189,7 +196,7 @@ def train(args: argparse.Namespace) -> None:
     set_seed(args.seed)  # the same initial weights on every rank, run after run
     recorder = LossRecorder()
     trainer = DropLastTrainer(
-        model=WithLoss(build_model(args, train_set.num_classes)),
+        model=with_loss(args, train_set.num_classes),
         args=training_args,
         train_dataset=train_set,
         eval_dataset=val_set,

@@ -35,7 +35,7 @@ import data
 import dist_utils
 from config import parse_args
 from evaluation import real_samples, split_dataset
-from model import build_model
+from model import blocks, build_model
 from optim import build_optimizer, lr_schedule
 from tracking import Throughput, make_logger
 
@@ -96,6 +96,8 @@ class Classifier(L.LightningModule):
             # The same weights on every rank; then distinct dropout on each.
             dist_utils.seed_all(self.args.seed + self.global_rank)
             self.shapes = dist_utils.shapes(self.state_dict())  # before any wrapping
+            if self.args.activation_checkpointing:
+                dist_utils.checkpoint_activations(self.net, blocks(self.net))
             if self.args.compile:
                 self.net.compile()  # in place: checkpoint keys stay net.*
 

@@ -164,7 +164,9 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
             else f"sent by rank {holder}, the only one with it"
         )
         log.info("resuming from step %d of %s: %s", newest, path, how)
-    state = load_state(path) if shared or dist.get_rank() == holder else None
+    # memory-mapped: the tensors are read from the file as they are copied, and the
+    # optimizer's moments stay file pages until the first step writes them
+    state = load_state(path, mmap=True) if shared or dist.get_rank() == holder else None
     header = [None if state is None else {k: state[k] for k in state if k not in LARGE}]
     if state is not None:
         header[0]["misfit"] = misfit(

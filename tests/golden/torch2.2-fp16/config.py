@@ -41,6 +41,17 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="fp16")
     parser.add_argument("--compile", action="store_true", default=False)
     parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        default=False,
+        help="recompute each block's activations in backward: less memory, more time",
+    )
+    parser.add_argument(
+        "--no-activation-checkpointing",
+        dest="activation_checkpointing",
+        action="store_false",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--max-steps", type=int, default=None, help="stop after this many steps"
@@ -138,5 +149,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def native_bf16() -> bool:
-    """Whether this GPU computes bf16 natively (compute capability 8.0, Ampere, on)."""
+    """Whether this GPU computes bf16 natively: compute capability 8.0 (Ampere) or
+    newer (torch.cuda.is_bf16_supported() also says True where it is only emulated)."""
     return torch.cuda.get_device_capability() >= (8, 0)

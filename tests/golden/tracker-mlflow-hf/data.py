@@ -38,7 +38,14 @@ class SyntheticClassification(Dataset):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--num-samples", type=int, default=NUM_SAMPLES)
+    parser.add_argument(
+        "--num-samples",
+        type=int,
+        help=f"default: {NUM_SAMPLES} ({SMOKE_NUM_SAMPLES} with --smoke)",
+    )
+    # the model's size (model.py), e.g. for measuring memory; default: its own
+    parser.add_argument("--hidden", type=int, help="width of the hidden layers")
+    parser.add_argument("--depth", type=int, help="number of hidden layers")
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -49,7 +56,6 @@ def prepare(args: argparse.Namespace) -> None:
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
     """The same samples twice: for training, and for evaluation (which would skip any
     augmentation). The held-out split is made from them in evaluation.py."""
-    dataset = SyntheticClassification(
-        SMOKE_NUM_SAMPLES if args.smoke else args.num_samples
-    )
+    default = SMOKE_NUM_SAMPLES if args.smoke else NUM_SAMPLES
+    dataset = SyntheticClassification(args.num_samples or default)
     return dataset, dataset

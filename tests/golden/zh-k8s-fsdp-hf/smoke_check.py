@@ -119,11 +119,11 @@ def full_parameters(model: nn.Module) -> list[torch.Tensor]:
     """Every parameter of a sharded model, gathered on every rank (a collective)."""
     options = StateDictOptions(full_state_dict=True)
     state = get_model_state_dict(model, options=options)
-    # FSDP1 puts its wrappers into parameter names; the state dict has the model's own.
-    names = {
-        name.replace("_fsdp_wrapped_module.", "")
-        for name, _ in model.named_parameters()
-    }
+    # FSDP1 and activation checkpointing put their wrappers into parameter names; the
+    # state dict has the model's own.
+    names = {name for name, _ in model.named_parameters()}
+    for wrapper in ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module."):
+        names = {name.replace(wrapper, "") for name in names}
     return [tensor for name, tensor in state.items() if name in names]
 
 

@@ -28,7 +28,7 @@ import data
 import dist_utils
 from config import parse_args
 from evaluation import split_dataset
-from model import build_model
+from model import blocks, build_model
 
 log = logging.getLogger("train")
 
@@ -54,6 +54,13 @@ class WithLoss(nn.Module):
         return {"loss": loss, "logits": logits}
 
 
+def with_loss(args: argparse.Namespace, num_classes: int) -> WithLoss:
+    model = build_model(args, num_classes)
+    if args.activation_checkpointing:
+        dist_utils.checkpoint_activations(model, blocks(model))
+    return WithLoss(model)
+
+
 class DropLastTrainer(Trainer):
     """Drops the short last training batch (BatchNorm cannot normalize one sample).
     dataloader_drop_last would drop the last evaluation samples too."""
@@ -64,6 +71,13 @@ class DropLastTrainer(Trainer):
             return super().get_train_dataloader()
         finally:
             self.args.dataloader_drop_last = False
+
+    def create_accelerator_and_postprocess(self) -> None:
+        # accelerate would reduce FSDP gradients in bf16; fp32, as plain FSDP does here
+        policy = dist_utils.fsdp_mixed_precision("bf16" if self.args.bf16 else "fp32")
+        if policy is not None:
+            self.args.fsdp_plugin_args["mixed_precision_policy"] = policy
+        super().create_accelerator_and_postprocess()
 
 
 class LossRecorder(TrainerCallback):
@@ -128,6 +142,8 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
             "auto_wrap_policy": "SIZE_BASED_WRAP",
             "min_num_params": FSDP_MIN_PARAMS,
             "state_dict_type": "FULL_STATE_DICT",
+            # rank 0's weights sent to the others at prepare, which start from meta
+            "cpu_ram_efficient_loading": True,
         },
         dataloader_num_workers=args.num_workers,
         dataloader_pin_memory=cuda,
@@ -199,7 +215,7 @@ def train(args: argparse.Namespace) -> None:
     set_seed(args.seed)  # the same initial weights on every rank, run after run
     recorder = LossRecorder()
     trainer = DropLastTrainer(
-        model=WithLoss(build_model(args, train_set.num_classes)),
+        model=with_loss(args, train_set.num_classes),
         args=training_args,
         train_dataset=train_set,
         eval_dataset=val_set,

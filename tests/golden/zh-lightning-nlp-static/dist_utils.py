@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import gc
 import logging
 import os
@@ -15,6 +16,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
 
 
 def setup(timeout_minutes: float) -> torch.device:
@@ -122,6 +128,21 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     )
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.item() / dist.get_world_size()
+
+
+def checkpoint_activations(
+    model: torch.nn.Module, blocks: list[torch.nn.Module]
+) -> None:
+    """Activation checkpointing: each of ``blocks`` keeps only its input in forward and
+    recomputes its activations in backward. Non-reentrant, so it works under DDP, FSDP
+    and torch.compile; the model's state-dict keys do not change."""
+    chosen = set(blocks)
+    wrapper = functools.partial(
+        checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT
+    )
+    apply_activation_checkpointing(
+        model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: m in chosen
+    )
 
 
 def shutdown() -> None:

@@ -35,7 +35,7 @@ import data
 import dist_utils
 from config import parse_args
 from evaluation import evaluate, split_dataset
-from model import build_model
+from model import blocks, build_model
 from optim import build_optimizer, lr_schedule, make_scaler
 from tracking import Monitor, Tracker
 
@@ -214,7 +214,11 @@ def build_run(
 ) -> Run:
     """Model, optimizer and schedule on this rank, resumed when asked or restarted."""
     dist_utils.seed_all(args.seed)  # the same initial weights on every rank
-    model = build_model(args, loader.dataset.num_classes).to(device)
+    num_classes = loader.dataset.num_classes
+    model = build_model(args, num_classes)
+    if args.activation_checkpointing:
+        dist_utils.checkpoint_activations(model, blocks(model))
+    model = model.to(device)
     dist_utils.seed_all(args.seed + dist.get_rank())  # distinct dropout on every rank
     optimizer = build_optimizer(model, args)
     total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs

@@ -1,0 +1,162 @@
+"""Big models on 2 CPU processes, measured: FSDP builds never hold the whole model on rank 1,
+a DDP resume holds no second copy (peak memory is rank 1's, above a run of the same script
+with the tiny model), activation checkpointing keeps the losses and fewer activations."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_smoke_e2e import CPU_ENV, generate, report_of
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("memory")]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+BIG = ["--hidden", "4096", "--depth", "15"]  # 252M parameters: 1.0 GB in fp32
+MEDIUM = ["--hidden", "2048", "--depth", "12"]  # 50M parameters
+
+# Measures this rank's memory while the project builds its model (and, with RESUME, while
+# it resumes a checkpoint): the peak of anonymous memory, sampled every 2 ms (pages of a
+# memory-mapped checkpoint are the node's page cache, not a copy of this rank's).
+DRIVE = r"""
+import json, os, sys, threading, time
+import torch, torch.distributed as dist
+import config, dist_utils, model as task
+peak = {"anon": 0}
+def sample():
+    while True:
+        fields = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+        anon = int(fields["RssAnon"].split()[0]) + int(fields["RssShmem"].split()[0])
+        peak["anon"] = max(peak["anon"], anon)
+        time.sleep(0.002)
+args = config.parse_args(sys.argv[1:])
+device = dist_utils.setup(5)
+build = lambda: task.build_model(args, 10)
+threading.Thread(target=sample, daemon=True).start()
+time.sleep(0.05)
+base = peak["anon"]
+if os.environ.get("MODE") == "fsdp":
+    import fsdp
+    model = fsdp.build_sharded(build, device, args)
+elif os.environ.get("MODE") == "fsdp-full":  # every rank builds it whole, then shards
+    import fsdp
+    model = fsdp.shard(build().to(device), device, args.precision)
+else:
+    import checkpoint, optim
+    model = build().to(device)
+    optimizer = optim.build_optimizer(model, args)
+    scheduler = optim.lr_schedule(optimizer, 10, 0.0)
+    scaler = optim.make_scaler(args.precision)
+    # rank 1's checkpoint directory: rank 0's (shared), or one of its own (per-node disks)
+    where = args.checkpoint_dir / ("node1" if os.environ["MODE"] == "per-node" else "node0")
+    where = args.checkpoint_dir / "node0" if dist.get_rank() == 0 else where
+    if os.environ["MODE"] == "save":
+        model(features=torch.randn(2, 32)).sum().backward()
+        optimizer.step()  # the optimizer's moments exist from here
+        state = checkpoint.training_state(model, optimizer, scaler, scheduler, checkpoint.Position())
+        if dist.get_rank() == 0:
+            checkpoint.save_atomic(where / "last.pt", state)
+    elif os.environ["MODE"] != "build":
+        checkpoint.resume(where / "last.pt", model, optimizer, scaler, scheduler)
+time.sleep(0.05)
+with torch.device("meta"):
+    params = sum(p.numel() * p.element_size() for p in build().parameters())
+print("MEMORY " + json.dumps({"rank": dist.get_rank(), "peak": (peak["anon"] - base) * 1024,
+                              "full": params}), flush=True)
+dist_utils.shutdown()
+"""
+
+
+def measure(project: Path, mode: str, args: list[str], **env: str) -> dict:
+    done = subprocess.run(
+        [*TORCHRUN, "drive.py", "--smoke", *args], cwd=project, capture_output=True, text=True,
+        env={**os.environ, **CPU_ENV, "MODE": mode, **env}, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # the ranks' lines can land on one line of the shared output
+    lines = [json.loads(x) for x in re.findall(r"MEMORY (\{[^}]*\})", done.stdout)]
+    return {**next(r for r in lines if r["rank"] == 1), "log": done.stdout + done.stderr}
+
+
+@pytest.fixture(scope="module")
+def fsdp_project(tmp_path_factory):
+    project = generate(tmp_path_factory.mktemp("big"), "--strategy", "fsdp", "--tracker", "none")
+    (project / "drive.py").write_text(DRIVE)
+    return project
+
+
+def test_fsdp_builds_the_model_whole_on_rank_0_only(fsdp_project):
+    big, tiny = measure(fsdp_project, "fsdp", BIG), measure(fsdp_project, "fsdp", [])
+    ratio = (big["peak"] - tiny["peak"]) / big["full"]
+    assert ratio < 0.6, f"rank 1 held {ratio:.2f} x the full model while building it"
+
+
+@pytest.fixture(scope="module")
+def ddp_project(tmp_path_factory):
+    project = generate(tmp_path_factory.mktemp("ddp"), "--tracker", "none")
+    (project / "drive.py").write_text(DRIVE)
+    measure(project, "save", MEDIUM)  # rank 0 writes node0/last.pt
+    return project
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"), [("shared", "read by every rank"), ("per-node", "sent by rank 0")],
+)  # fmt: skip
+def test_a_ddp_resume_holds_no_second_copy_of_the_state(ddp_project, mode, says):
+    """shared: every rank reads the file itself (memory-mapped); per-node disks: rank 1
+    has no file and rank 0 sends the tensors one by one."""
+    big = measure(ddp_project, mode, MEDIUM)
+    assert says in big["log"]
+    tiny = measure(ddp_project, "build", [])  # the tiny model, nothing resumed
+    state = 3 * big["full"]  # weights and AdamW's two moments
+    ratio = (big["peak"] - tiny["peak"]) / state
+    assert ratio < 1.3, f"rank 1 held {ratio:.2f} x its model+optimizer state resuming"
+
+
+# What activation checkpointing changes: the bytes autograd keeps for backward. Counted by
+# an outer saved-tensors hook; inside a checkpointed block the checkpoint's own hook takes
+# over (it keeps the block's input and recomputes the rest), so those bytes drop out.
+# (A process's peak RSS is no measure on 2 CPU processes: imports dominate it.)
+SAVED = r"""
+import json, os, sys
+import torch
+import train
+saved = {"bytes": 0}
+def pack(tensor):
+    saved["bytes"] += tensor.numel() * tensor.element_size()
+    return tensor
+sys.argv = ["train.py", *sys.argv[1:]]
+with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    train.main()
+print("SAVED " + json.dumps({"rank": int(os.environ["RANK"]), "bytes": saved["bytes"]}), flush=True)
+"""
+DEEP = ["--hidden", "64", "--depth", "8", "--epochs", "1", "--tracker", "none",
+        "--num-workers", "0"]  # fmt: skip
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
+def test_activation_checkpointing_keeps_the_losses_and_fewer_activations(tmp_path, framework):
+    project = generate(tmp_path, "--framework", framework, "--tracker", "none")
+    (project / "saved.py").write_text(SAVED)
+
+    def run(*extra: str) -> tuple[dict, int]:
+        done = subprocess.run(
+            [*TORCHRUN, "saved.py", "--smoke", *DEEP, *extra], cwd=project, capture_output=True,
+            text=True, env={**os.environ, **CPU_ENV}, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        counts = [json.loads(x) for x in re.findall(r"SAVED (\{[^}]*\})", done.stdout)]
+        return report_of(done.stdout), max(c["bytes"] for c in counts)
+
+    plain, plain_bytes = run("--checkpoint-dir", "plain")
+    checkpointed, checkpointed_bytes = run("--checkpoint-dir", "ac", "--activation-checkpointing")
+    for key in ("first_loss", "last_loss"):
+        assert checkpointed[key] == pytest.approx(plain[key], rel=1e-6)
+    assert checkpointed["steps"] == plain["steps"] > 1
+    # the 8 blocks' activations are recomputed, not kept: far fewer bytes wait for backward
+    assert checkpointed_bytes < 0.5 * plain_bytes, (checkpointed_bytes, plain_bytes)
