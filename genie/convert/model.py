@@ -258,17 +258,18 @@ class ModelRewrite(Rewrite):
         return stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
 
     def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
-        self._wrap_after(original)
+        wraps = self._wraps_after(original)
+        if wraps:
+            self.insert_after(*wraps)
         return updated
 
-    def _wrap_after(self, original: cst.BaseCompoundStatement) -> None:
+    def _wraps_after(self, original: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
         """Models final after a compound statement (built in a branch, loaded in an ``if``)."""
         last: cst.CSTNode = original
         while isinstance(last, (cst.If, cst.Else, cst.With)):
             orelse = last.orelse if isinstance(last, cst.If) else None
             last = orelse or last.body.body[-1]
-        for key in self.models.wrap_at.get(id(original), []):
-            self.insert_after(self._wrap(last, key, moved=False))
+        return [self._wrap(last, key, False) for key in self.models.wrap_at.get(id(original), [])]
 
     def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
         assigned = _assigned(statement)
@@ -282,10 +283,12 @@ class ModelRewrite(Rewrite):
         self, original: cst.If, updated: cst.If
     ) -> cst.BaseStatement | cst.RemovalSentinel:
         """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
-        self._wrap_after(original)
+        wraps = self._wraps_after(original)
         if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:
             if updated.orelse is None:
                 self.ctx.change(original, _("the DataParallel branch removed"))
-                return cst.RemoveFromParent()
-            return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
+                return cst.FlattenSentinel(wraps) if wraps else cst.RemoveFromParent()
+            updated = updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
+        if wraps:
+            self.insert_after(*wraps)
         return updated

@@ -45,6 +45,27 @@ def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path,
     report = result.report
     assert report["world_size"] == 2 and report["backend"] == "gloo"
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
+    assert report["ranks_forwarded"] == 2 and report["ranks_allreduced"] == 2
+    assert report["inputs_differ"] is True
+
+
+BEFORE = {  # issue 22's shapes as genie converted them before the fix -> what the check finds
+    "reload_after_training": "only 0 of 2 processes trained through a DDP model",
+    "gan_random_seed": "parameters differ across processes after training",
+    "lm_hand_batched": "the processes trained on the same first batch",
+    "model_in_branch": "no DistributedDataParallel model was built",
+    "best_checkpoint": "torchrun exited with 1",  # a barrier one rank never reaches, timed
+}
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE))
+def test_the_check_fails_each_wrong_conversion_of_the_issues_shapes(name):
+    """The old conversions (tests/convert_corpus/before/) passed or hung; the check names why
+    they are wrong. A collective timeout of 10 s (a third of 30) turns the hang into a failure."""
+    script = CORPUS / "before" / f"{name}_ddp.py"
+    result = check.run(script, [], CPU, 30)
+    assert not result.passed
+    assert any(BEFORE[name] in problem for problem in result.problems), result.problems
 
 
 def test_the_check_fails_when_the_ranks_end_with_different_parameters(tmp_path):

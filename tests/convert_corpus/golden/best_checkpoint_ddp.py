@@ -29,6 +29,14 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def same_on_every_rank(decision: object) -> bool:
+    """Rank 0's ``decision``, taken by every process: a branch that holds a collective (a
+    barrier, the next training step) must be entered by all processes or by none."""
+    flag = torch.tensor([1 if decision else 0], device=DEVICE)
+    dist.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
 def main():
     torch.manual_seed(0)
     device = DEVICE
@@ -50,7 +58,7 @@ def main():
             loss = nn.functional.mse_loss(model(inputs), targets)
             loss.backward()
             optimizer.step()
-            if loss.item() < best_loss:
+            if same_on_every_rank(loss.item() < best_loss):
                 best_loss = loss.item()
                 if RANK == 0:
                     torch.save(model.module.state_dict(), "best.pt")

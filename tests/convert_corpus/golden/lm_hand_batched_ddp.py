@@ -13,6 +13,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 # and RANK (among all processes); each process trains on its own device.
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
 RANK = int(os.environ.get("RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 DEVICE = torch.device(f"cuda:{LOCAL_RANK}" if torch.cuda.is_available() else "cpu")
 
 
@@ -28,6 +29,12 @@ def cleanup_distributed() -> None:
     exit otherwise: pytorch/pytorch#190489)."""
     gc.collect()
     dist.destroy_process_group()
+
+
+def shard(items: list) -> list:
+    """This process's share of ``items``, the same count on every process (or they would
+    wait for each other forever at the end)."""
+    return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]
 
 
 class RNNModel(nn.Module):
@@ -71,7 +78,7 @@ def main():
     criterion = nn.CrossEntropyLoss()
     for epoch in range(1, args.epochs + 1):
         model.train()
-        for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+        for batch, i in enumerate(shard(range(0, train_data.size(0) - 1, args.bptt))):
             data, targets = get_batch(train_data, i, args.bptt)
             optimizer.zero_grad()
             loss = criterion(model(data).view(-1, ntokens), targets)
