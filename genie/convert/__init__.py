@@ -40,8 +40,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from genie.convert import base, batches, decisions, device, loaders, model, placement
-    from genie.convert import rank0, refuse, seeds, setup
+    from genie.convert import base, refuse, seeds
 
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
@@ -58,6 +57,25 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }
+    tree, found, split = _rewrite(tree, ctx)
+    mode = _black_mode(source)
+    text = black.format_str(tree.code, mode=mode) if mode else tree.code
+    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
+    return Conversion(
+        source,
+        text,
+        changes,
+        found.batch,
+        tuple(found.evaluation),
+        split=split,
+        seeds=seeds.seeding(wrapper.module),
+    )
+
+
+def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
+    """Every rewrite, in order; the tree, the loaders found, and whether data is split."""
+    from genie.convert import batches, decisions, device, loaders, model, placement, rank0, setup
+
     tree = tree.visit(device.DeviceRewrite(ctx))
     tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
     found = loaders.find(tree)
@@ -78,19 +96,8 @@ def convert(source: str, script: str = "script.py") -> Conversion:
                 "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
             ),
         )
-    mode = _black_mode(source)
-    text = black.format_str(tree.code, mode=mode) if mode else tree.code
-    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
     split = bool(ctx.uses & {"DistributedSampler", "shard"}) and not hand.todo
-    return Conversion(
-        source,
-        text,
-        changes,
-        found.batch,
-        tuple(found.evaluation),
-        split=split,
-        seeds=seeds.seeding(wrapper.module),
-    )
+    return tree, found, split
 
 
 def _black_mode(source: str) -> Any:

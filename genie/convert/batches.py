@@ -120,7 +120,7 @@ def _batch_indices(loop: cst.For) -> cst.Call | None:
     ranges = [c for c in calls(loop.iter, "range") if c is loop.iter or _enumerated(loop, c)]
     if not ranges:
         return None
-    target = loop.target
+    target: cst.BaseExpression = loop.target
     if isinstance(target, cst.Tuple) and len(target.elements) == 2:
         target = target.elements[1].value
     if not isinstance(target, cst.Name) or "epoch" in target.value.lower():

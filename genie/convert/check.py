@@ -114,9 +114,7 @@ def _data_parallel_problems(p: SmokePlan, report: dict[str, Any]) -> list[str]:
             )
         )
     if report["ranks_forwarded"] == p.nproc and report["inputs_differ"] is not True:
-        problems.append(
-            _("the processes trained on the same first batch: the data is not split")
-        )
+        problems.append(_("the processes trained on the same first batch: the data is not split"))
     return problems
 
 

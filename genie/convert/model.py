@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from genie.convert import placement
 from genie.convert.base import (
     DEVICE,
     LOCAL_RANK,
@@ -23,7 +24,6 @@ from genie.convert.base import (
     stmt,
     walk,
 )
-from genie.convert import placement
 from genie.convert.refuse import OPTIMIZERS, hand_updated
 from genie.i18n import N_, _
 
@@ -281,7 +281,7 @@ class ModelRewrite(Rewrite):
 
     def leave_If(
         self, original: cst.If, updated: cst.If
-    ) -> cst.BaseStatement | cst.RemovalSentinel:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
         wraps = self._wraps_after(original)
         if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:

@@ -39,11 +39,15 @@ def blocks(module: cst.Module) -> list[Block]:
     out: list[Block] = [(id(module), list(module.body))]
     for statement in module.body:
         if isinstance(statement, cst.If) and "__main__" in code(statement.test):
-            out.append((id(module), list(statement.body.body)))
+            out.append((id(module), _body(statement)))
     for node in walk(module):
         if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
             out.append((id(node), list(node.body.body)))
     return out
+
+
+def _body(node: cst.If | cst.Else) -> list[cst.BaseStatement]:
+    return list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
 
 
 def trainers(module: cst.Module) -> set[str]:
@@ -92,14 +96,14 @@ def builds(statement: cst.BaseStatement, key: str) -> bool:
 def _every_branch_assigns(node: cst.If, key: str) -> bool:
     branch: cst.If | cst.Else | None = node
     while isinstance(branch, cst.If):
-        if not any(_assigns(s, key) for s in branch.body.body):
+        if not any(_assigns(s, key) for s in _body(branch)):
             return False
         branch = branch.orelse
     if branch is None:
         return False
-    return any(_assigns(s, key) for s in branch.body.body) or any(
+    return any(_assigns(s, key) for s in _body(branch)) or any(
         isinstance(small, cst.Raise)
-        for s in branch.body.body
+        for s in _body(branch)
         if isinstance(s, cst.SimpleStatementLine)
         for small in s.body
     )

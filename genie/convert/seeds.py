@@ -13,11 +13,11 @@ SEEDS = ("torch.manual_seed", "manual_seed", "seed_everything", "set_seed")
 
 
 def seeding(module: cst.Module) -> str:
-    """"fixed", "random" (from random numbers or the time) or "none"."""
+    """ "fixed", "random" (from random numbers or the time) or "none"."""
     seeded = calls(module, *SEEDS)
     if not seeded:
         return "none"
-    random_names = set()
+    random_names: set[str] = set()
     for node in walk(module):
         if isinstance(node, cst.Assign) and _random(node.value):
             random_names.update(code(t.target) for t in node.targets)

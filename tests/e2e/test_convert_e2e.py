@@ -27,6 +27,9 @@ ARGS = {  # a short run for the scripts that take arguments
     "gan_two_models": ["--niter", "1"],
 }
 TIMEOUT = 180
+FLAGGED = {  # corpus scripts genie cannot convert whole: a TODO, and the check says what is wrong
+    "custom_sampler": "the processes trained on the same first batch",
+}
 
 
 def converted(tmp_path: Path, name: str) -> Path:
@@ -35,18 +38,27 @@ def converted(tmp_path: Path, name: str) -> Path:
     return target
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", [s for s in SCRIPTS if s not in FLAGGED])
 def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path, name):
     lines: list[str] = []
     result = check.run(
         converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT, echo=lines.append
     )
     assert result.passed, (result.problems, "\n".join(lines[-40:]))
+    assert not convert((CORPUS / f"{name}.py").read_text()).todos
     report = result.report
     assert report["world_size"] == 2 and report["backend"] == "gloo"
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
     assert report["ranks_forwarded"] == 2 and report["ranks_allreduced"] == 2
     assert report["inputs_differ"] is True
+
+
+@pytest.mark.parametrize("name", sorted(FLAGGED))
+def test_a_corpus_script_left_with_a_todo_fails_the_check_it_names(tmp_path, name):
+    """Never silently wrong: what the TODO leaves undone, the check finds."""
+    assert convert((CORPUS / f"{name}.py").read_text()).todos
+    result = check.run(converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT)
+    assert any(FLAGGED[name] in problem for problem in result.problems), result.problems
 
 
 BEFORE = {  # issue 22's shapes as genie converted them before the fix -> what the check finds
