@@ -39,7 +39,7 @@ def test_a_model_rebuilt_after_training_is_not_the_one_wrapped():
         LOOP + "model = torch.nn.Linear(2, 1).to(device)\nmodel.load_state_dict(sd)\n",
     )
     assert out.index("model = DDP(model,") < out.index("opt = torch.optim")
-    assert out.count("= DDP(") == 1
+    assert out.count("= DDP(") == 1 and "model.module.load_state_dict" not in out
     assert out.endswith("model.load_state_dict(sd)\n") or "    model.load_state_dict(sd)\n" in out
 
 
@@ -172,3 +172,10 @@ def test_a_conversion_with_todos_exits_non_zero_unless_allowed(tmp_path):
         "convert", "train.py", "--no-check", "--allow-todo", "--force", cwd=tmp_path
     )
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_training_in_another_module_over_data_genie_cannot_see_is_a_todo():
+    source = PLAIN + MODEL + "from helpers import fit\nfit(model, data, opt)\n"
+    conversion = convert(source)
+    [todo] = conversion.todos
+    assert todo.what.startswith("found no training data to split") and not conversion.split

@@ -97,6 +97,14 @@ def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
             ),
         )
     split = bool(ctx.uses & {"DistributedSampler", "shard"}) and not hand.todo
+    if not split and not any(change.todo for change in ctx.changes):
+        ctx.todo(
+            tree,
+            _(
+                "found no training data to split across the processes (no DataLoader, no "
+                "training loop in this script): every process would train on the same data"
+            ),
+        )
     return tree, found, split
 
 
