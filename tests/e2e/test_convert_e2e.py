@@ -4,6 +4,7 @@ under torchrun and passes the probe's check; the plain ones match the original s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,8 @@ FLAGGED = {  # corpus scripts genie cannot convert whole: a TODO, and the check 
 
 
 def converted(tmp_path: Path, name: str) -> Path:
+    """The converted script in ``tmp_path``, beside the modules the corpus scripts import."""
+    shutil.copytree(CORPUS / "corpus_lib", tmp_path / "corpus_lib", dirs_exist_ok=True)
     target = tmp_path / f"{name}_ddp.py"
     target.write_text(convert((CORPUS / f"{name}.py").read_text(), f"{name}.py").code)
     return target
