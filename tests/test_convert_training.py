@@ -179,3 +179,12 @@ def test_training_in_another_module_over_data_genie_cannot_see_is_a_todo():
     conversion = convert(source)
     [todo] = conversion.todos
     assert todo.what.startswith("found no training data to split") and not conversion.split
+
+
+def test_a_placeholder_none_is_not_the_model_built():
+    out = convert(
+        "import torch\nmodel = None\n\n\ndef main():\n    global model\n"
+        "    model = torch.nn.Linear(2, 1)\n    opt = torch.optim.SGD(model.parameters())\n"
+        "    for x in loader:\n        model(x).sum().backward()\n"
+    ).code
+    assert "model = None\n" in out and "    model = DDP(model.to(DEVICE)," in out

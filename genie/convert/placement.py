@@ -75,9 +75,18 @@ def _assigns(statement: cst.BaseStatement, key: str) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine):
         return False
     return any(
-        isinstance(small, cst.Assign) and any(code(t.target) == key for t in small.targets)
+        isinstance(small, cst.Assign)
+        and any(code(t.target) == key for t in small.targets)
+        and _a_model(small.value)
         for small in statement.body
     )
+
+
+def _a_model(value: cst.BaseExpression) -> bool:
+    """What may hold a model: a call, a name, an attribute, an item; not ``None`` or a literal."""
+    if isinstance(value, cst.Name):
+        return value.value not in ("None", "True", "False")
+    return isinstance(value, (cst.Call, cst.Attribute, cst.Subscript))
 
 
 def builds(statement: cst.BaseStatement, key: str) -> bool:
