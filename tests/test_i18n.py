@@ -292,9 +292,9 @@ def test_genie_convert_reports_in_chinese_but_writes_the_same_english_script(tmp
     script = tmp_path / "train.py"
     script.write_bytes((ROOT / "tests" / "convert_corpus" / "custom_sampler.py").read_bytes())
     zh = run_genie("--lang", "zh", "convert", "train.py", "--no-check", "--yes", "-o", "zh.py",
-                   cwd=tmp_path)  # fmt: skip
+                   "--allow-todo", cwd=tmp_path)  # fmt: skip
     en = run_genie("--lang", "en", "convert", "train.py", "--no-check", "--yes", "-o", "en.py",
-                   cwd=tmp_path)  # fmt: skip
+                   "--allow-todo", cwd=tmp_path)  # fmt: skip
     assert zh.returncode == 0 and en.returncode == 0, zh.stderr + en.stderr
     assert "TODO 第 " in zh.stdout  # the report is Chinese ...
     converted = (tmp_path / "zh.py").read_text()

@@ -51,6 +51,11 @@ from genie.i18n import _
 @seconds_option("--timeout", 300.0, _("Seconds before the check is killed."))
 @click.option("--force", is_flag=True, help=_("Replace existing output files (never SCRIPT)."))
 @click.option("--yes", "-y", is_flag=True, help=_("Write without asking."))
+@click.option(
+    "--allow-todo",
+    is_flag=True,
+    help=_("Exit 0 even when the conversion leaves TODOs (they are still reported)."),
+)
 def convert(
     script: Path,
     output: Path | None,
@@ -64,6 +69,7 @@ def convert(
     timeout: float,
     force: bool,
     yes: bool,
+    allow_todo: bool,
 ) -> None:
     from genie.convert import command
 
@@ -78,5 +84,6 @@ def convert(
         timeout=timeout,
         force=force,
         yes=yes,
+        allow_todo=allow_todo,
     )
     command.run(script, options)

@@ -26,6 +26,8 @@ class Conversion:
     changes: tuple[Change, ...]
     batch: str | None  # the training loader's per-process batch size, as written
     evaluation: tuple[str, ...]  # evaluation loaders left whole
+    split: bool = True  # whether the training data was split across the processes
+    seeds: str = "fixed"  # how the script seeds: "fixed", "random" or "none"
 
     @property
     def todos(self) -> tuple[Change, ...]:
@@ -38,7 +40,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from genie.convert import base, device, loaders, model, rank0, refuse, setup
+    from genie.convert import base, refuse, seeds
 
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
@@ -55,14 +57,36 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }
+    tree, found, split = _rewrite(tree, ctx)
+    mode = _black_mode(source)
+    text = black.format_str(tree.code, mode=mode) if mode else tree.code
+    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
+    return Conversion(
+        source,
+        text,
+        changes,
+        found.batch,
+        tuple(found.evaluation),
+        split=split,
+        seeds=seeds.seeding(wrapper.module),
+    )
+
+
+def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
+    """Every rewrite, in order; the tree, the loaders found, and whether data is split."""
+    from genie.convert import batches, decisions, device, loaders, model, placement, rank0, setup
+
     tree = tree.visit(device.DeviceRewrite(ctx))
     tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
     found = loaders.find(tree)
     tree = tree.visit(loaders.LoaderRewrite(ctx, found))
+    hand = batches.find(tree, loaders.known_data(tree))
+    tree = tree.visit(batches.HandBatchRewrite(ctx, hand))
     tree = tree.visit(
         rank0.Rank0Rewrite(ctx, barrier=rank0.reads_files(tree), loggers=rank0.loggers(tree))
     )
     tree = rank0.merge_guards(tree)
+    tree = tree.visit(decisions.DecisionRewrite(ctx, placement.trainers(tree)))
     tree = setup.apply(tree, ctx)
     if "DDP" not in ctx.uses:
         ctx.todo(
@@ -72,10 +96,16 @@ def convert(source: str, script: str = "script.py") -> Conversion:
                 "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
             ),
         )
-    mode = _black_mode(source)
-    text = black.format_str(tree.code, mode=mode) if mode else tree.code
-    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
-    return Conversion(source, text, changes, found.batch, tuple(found.evaluation))
+    split = bool(ctx.uses & {"DistributedSampler", "shard"}) and not hand.todo
+    if not split and not any(change.todo for change in ctx.changes):
+        ctx.todo(
+            tree,
+            _(
+                "found no training data to split across the processes (no DataLoader, no "
+                "training loop in this script): every process would train on the same data"
+            ),
+        )
+    return tree, found, split
 
 
 def _black_mode(source: str) -> Any:
@@ -117,7 +147,14 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
         where = _("line {n}").format(n=line) if line else script
         out.append(f"{number:>3}. {mark}{where}: " + "; ".join(whats))
     world = nproc * nodes
-    if conversion.batch is None:
+    if not conversion.split:
+        out.append(
+            _(
+                "Batch: genie split no training data across the processes (see the TODOs): "
+                "until it is, all {w} processes train on the same batches."
+            ).format(w=world)
+        )
+    elif conversion.batch is None:
         out.append(
             _(
                 "Batch: each process keeps its batch size, so {w} processes train on {w} times "
@@ -133,6 +170,19 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
                 "consider scaling it (linearly, with warmup) or keeping the global batch by "
                 "dividing the per-process batch by {w}."
             ).format(b=conversion.batch, w=world)
+        )
+    if conversion.seeds != "fixed":
+        how = {
+            "random": _("Seeds: the script seeds from random numbers"),
+            "none": _("Seeds: the script sets no seed"),
+        }[conversion.seeds]
+        out.append(
+            how
+            + _(
+                ", so each process builds different initial weights; DDP broadcasts rank 0's "
+                "weights when it wraps each model after its last initialisation or load, so "
+                "every process starts from the same weights."
+            )
         )
     for name in conversion.evaluation:
         out.append(

@@ -20,12 +20,18 @@ from genie.smoke.plan import SmokePlan, SmokeResult
 
 
 def plan(
-    script: Path, args: Sequence[str], machine: Machine, python: str = sys.executable
+    script: Path,
+    args: Sequence[str],
+    machine: Machine,
+    python: str = sys.executable,
+    collective_timeout: float = 60.0,
 ) -> SmokePlan:
-    """2 CPU processes with gloo, or every visible GPU with NCCL when there are 2 or more."""
+    """2 CPU processes with gloo, or every visible GPU with NCCL when there are 2 or more; a
+    collective that waits more than ``collective_timeout`` seconds fails (a hang, found)."""
     genie_root = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(p for p in (genie_root, os.environ.get("PYTHONPATH")) if p)
     env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    env[probe.TIMEOUT_ENV] = f"{collective_timeout:g}"
     if machine.gpus >= 2:
         nproc, backend, device = machine.gpus, "nccl", "cuda"
     else:
@@ -85,8 +91,30 @@ def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -
                 r=report["ranks_trained"], n=p.nproc
             )
         )
+    problems.extend(_data_parallel_problems(p, report))
     if report["params_in_sync"] is not True:
         problems.append(_("parameters differ across processes after training"))
+    return problems
+
+
+def _data_parallel_problems(p: SmokePlan, report: dict[str, Any]) -> list[str]:
+    """What shows that DDP itself trained, on different data per process."""
+    problems = []
+    if report["models"] >= 1 and report["ranks_forwarded"] != p.nproc:
+        problems.append(
+            _(
+                "only {r} of {n} processes trained through a DDP model (the model that trains "
+                "is not the one wrapped?)"
+            ).format(r=report["ranks_forwarded"], n=p.nproc)
+        )
+    elif report["models"] >= 1 and report["ranks_allreduced"] != p.nproc:
+        problems.append(
+            _("only {r} of {n} processes all-reduced gradients").format(
+                r=report["ranks_allreduced"], n=p.nproc
+            )
+        )
+    if report["ranks_forwarded"] == p.nproc and report["inputs_differ"] is not True:
+        problems.append(_("the processes trained on the same first batch: the data is not split"))
     return problems
 
 
@@ -108,7 +136,7 @@ def run(
             return run(
                 script, args, machine, timeout, echo=echo, python=python, cwd=Path(temporary)
             )
-    p = plan(script.absolute(), args, machine, python)
+    p = plan(script.absolute(), args, machine, python, collective_timeout=max(timeout / 3, 5.0))
     run_ = process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
     lines, timed_out = run_.lines, run_.timed_out
     reports = parse(lines)

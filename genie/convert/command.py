@@ -29,6 +29,7 @@ class ConvertOptions:
     timeout: float = 300.0
     force: bool = False
     yes: bool = False
+    allow_todo: bool = False  # exit 0 even when TODOs are left
 
 
 def layout_from_flags(
@@ -86,6 +87,14 @@ def run(script: Path, options: ConvertOptions) -> None:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
             ) from None
+    if conversion.todos and not o.allow_todo:
+        lines = ", ".join(sorted({str(c.line) for c in conversion.todos}, key=int))
+        raise GenieError(
+            _(
+                "{t} is written, but genie could not convert everything: TODO at line(s) {l} "
+                "of {s}; finish them by hand (or pass --allow-todo to accept them)"
+            ).format(t=target, l=lines, s=script)
+        )
 
 
 def _check(

@@ -121,6 +121,12 @@ def find(module: cst.Module) -> Loaders:
     return found
 
 
+def known_data(module: cst.Module) -> set[str]:
+    """The names of every loader and list the rewrites split (or leave whole), and aliases."""
+    names = {n for n, _c, _l in _loader_calls(module)} | _lists(module)
+    return set().union(*(_aliases(module, n) for n in names))
+
+
 def _mentions(node: cst.CSTNode, name: str) -> bool:
     return any(isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name for n in walk(node))
 

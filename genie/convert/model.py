@@ -1,8 +1,7 @@
-"""The trained model is wrapped in DistributedDataParallel right after it is moved to its
-device, ``nn.DataParallel`` becomes DDP, and later saves and loads of its weights go to the
-unwrapped module (``model.module``) so checkpoints keep the keys of a plain model.
-
-The trained model is found through its optimizer: ``torch.optim.X(model.parameters())``.
+"""The trained model is wrapped in DistributedDataParallel where it is final (see
+:mod:`genie.convert.placement`), ``nn.DataParallel`` becomes DDP, and later saves and loads of
+its weights go to the unwrapped module (``model.module``) so checkpoints keep the keys of a
+plain model. A model built again after the wrap (to reload it) is a plain model again.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from genie.convert import placement
 from genie.convert.base import (
     DEVICE,
     LOCAL_RANK,
@@ -24,7 +24,7 @@ from genie.convert.base import (
     stmt,
     walk,
 )
-from genie.convert.refuse import OPTIMIZERS
+from genie.convert.refuse import OPTIMIZERS, hand_updated
 from genie.i18n import N_, _
 
 DATA_PARALLEL = ("DataParallel",)
@@ -43,7 +43,7 @@ DDP_ANSWERS = frozenset(
 @dataclass
 class Models:
     keys: set[str] = field(default_factory=set)  # "model", "self.net"
-    wrap_at: dict[int, str] = field(default_factory=dict)  # statement id -> model key
+    wrap_at: dict[int, list[str]] = field(default_factory=dict)  # statement id -> model keys
     moved: set[int] = field(default_factory=set)  # statements that move the model already
     wrap_before: set[int] = field(default_factory=set)  # wrap before these, not after
     scope_of: dict[str, int] = field(default_factory=dict)  # key -> id of its wrap's function
@@ -70,15 +70,29 @@ def _moves(statement: cst.SimpleStatementLine, key: str) -> bool:
 def find(module: cst.Module) -> Models:
     """Which names hold trained models, and after which statement each gets wrapped."""
     found = Models()
-    for call in calls(module, *OPTIMIZERS):
-        if call.args:
-            for params in method_calls(call.args[0], "parameters"):
-                assert isinstance(params.func, cst.Attribute)
-                found.keys.add(code(params.func.value))
+    found.keys = placement.optimized(module) | hand_updated(module)
     found.data_parallel = bool(calls(module, *DATA_PARALLEL))
     _follow_moves(module, found)
+    _find_final(module, found)
     _find_wrap_points(module, found)
     return found
+
+
+def _find_final(module: cst.Module, found: Models) -> None:
+    """Each model's wrap after the statement where it is final, in the first block that builds
+    it; the models not built in any block are left to :func:`_find_wrap_points`."""
+    trained_by = placement.trainers(module)
+    for key in sorted(found.keys):
+        for function, block in placement.blocks(module):
+            last = placement.final_statement(block, key, trained_by)
+            if last is None:
+                continue
+            chosen = block[last]
+            found.wrap_at.setdefault(id(chosen), []).append(key)
+            found.scope_of[key] = function
+            if isinstance(chosen, cst.SimpleStatementLine) and _moves(chosen, key):
+                found.moved.add(id(chosen))
+            break
 
 
 def _follow_moves(module: cst.Module, found: Models) -> None:
@@ -99,7 +113,7 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
     scopes: list[tuple[int, cst.SimpleStatementLine]] = []  # (function id, statement)
     _statements(module, id(module), scopes)
     found.module_id = id(module)
-    for key in sorted(found.keys):
+    for key in sorted(found.keys - set(found.scope_of)):
         moving = [(f, s) for f, s in scopes if _moves(s, key)]
         dp = [(f, s) for f, s in scopes if _assigns(s, key) and calls(s, *DATA_PARALLEL)]
         built = [(f, s) for f, s in scopes if _assigns(s, key)]
@@ -112,7 +126,7 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
                 found.wrap_before.add(id(chosen[1]))
         else:
             continue
-        found.wrap_at[id(chosen[1])] = key
+        found.wrap_at.setdefault(id(chosen[1]), []).append(key)
         found.scope_of[key] = chosen[0]
         if moving and scopes.index(moving[0]) <= scopes.index(chosen):
             found.moved.add(id(chosen[1]))
@@ -168,6 +182,7 @@ class ModelRewrite(Rewrite):
         self.models = models
         self.functions: list[int] = []
         self.wrapped: set[str] = set()
+        self.rebuilt: set[str] = set()  # built again after the wrap: plain models
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(id(node))
@@ -180,7 +195,7 @@ class ModelRewrite(Rewrite):
 
     def _after_wrap(self, key: str) -> bool:
         """Whether ``key`` names the wrapped model where the rewrite is now."""
-        if key not in self.models.scope_of:
+        if key not in self.models.scope_of or key in self.rebuilt:
             return False
         here = self.functions[-1] if self.functions else self.models.module_id
         return key in self.wrapped or self.models.scope_of[key] != here
@@ -218,24 +233,43 @@ class ModelRewrite(Rewrite):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel:
-        key = self.models.wrap_at.get(id(original))
-        if key is None:
+        keys = self.models.wrap_at.get(id(original))
+        if keys is None:
             if self._is_noop(updated):  # was ``model = nn.DataParallel(model)``
                 return cst.RemoveFromParent()
+            self.rebuilt.update(k for k in self.wrapped if placement.builds(original, k))
             return updated
+        moved = id(original) in self.models.moved
+        wraps = [self._wrap(original, key, moved) for key in keys]
+        if self._is_noop(updated):
+            return wraps[0].with_changes(leading_lines=updated.leading_lines)
+        if id(original) in self.models.wrap_before:
+            self.insert_before(*wraps)
+        else:
+            self.insert_after(*wraps)
+        return updated
+
+    def _wrap(self, original: cst.CSTNode, key: str, moved: bool) -> cst.BaseStatement:
+        """``key = DDP(key, ...)``, recorded."""
         self.wrapped.add(key)
         self.ctx.uses.add("DDP")
-        moved = id(original) in self.models.moved
         inner = key if moved else f"{key}.to({DEVICE})"
-        wrap = stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
         self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
-        if self._is_noop(updated):
-            return wrap.with_changes(leading_lines=updated.leading_lines)
-        if id(original) in self.models.wrap_before:
-            self.insert_before(wrap)
-        else:
-            self.insert_after(wrap)
+        return stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
+
+    def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
+        wraps = self._wraps_after(original)
+        if wraps:
+            self.insert_after(*wraps)
         return updated
+
+    def _wraps_after(self, original: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
+        """Models final after a compound statement (built in a branch, loaded in an ``if``)."""
+        last: cst.CSTNode = original
+        while isinstance(last, (cst.If, cst.Else, cst.With)):
+            orelse = last.orelse if isinstance(last, cst.If) else None
+            last = orelse or last.body.body[-1]
+        return [self._wrap(last, key, False) for key in self.models.wrap_at.get(id(original), [])]
 
     def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
         assigned = _assigned(statement)
@@ -247,11 +281,14 @@ class ModelRewrite(Rewrite):
 
     def leave_If(
         self, original: cst.If, updated: cst.If
-    ) -> cst.BaseStatement | cst.RemovalSentinel:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         """``if torch.cuda.device_count() > 1:`` left empty by the DataParallel removal."""
+        wraps = self._wraps_after(original)
         if isinstance(updated.body, cst.IndentedBlock) and not updated.body.body:
             if updated.orelse is None:
                 self.ctx.change(original, _("the DataParallel branch removed"))
-                return cst.RemoveFromParent()
-            return updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
+                return cst.FlattenSentinel(wraps) if wraps else cst.RemoveFromParent()
+            updated = updated.with_changes(body=cst.IndentedBlock(body=[stmt("pass\n")]))
+        if wraps:
+            self.insert_after(*wraps)
         return updated

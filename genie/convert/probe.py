@@ -1,10 +1,14 @@
 """Run a converted script and judge it from outside, under torchrun:
 ``python -m genie.convert.probe SCRIPT ARGS...``. Nothing is added to the user's file.
 
-Before the script runs, the probe hooks DDP construction (to know the trained models),
-``Tensor.backward`` (to count steps and see the loss) and ``dist.destroy_process_group``.
-When the script leaves the process group (or ends without doing so), every rank hashes its
-models' parameters; rank 0 gathers the hashes and prints one line: :data:`MARKER` + JSON.
+Before the script runs, the probe hooks DDP construction (to know the wrapped models, and to
+count their gradient all-reduces through a comm hook), DDP's forward (to count training
+forwards and hash the inputs of the first one), ``Tensor.backward`` (to count steps and see
+the loss), ``dist.init_process_group`` (a collective that waits longer than
+``GENIE_PROBE_COLLECTIVE_TIMEOUT`` seconds fails instead of hanging) and
+``dist.destroy_process_group``. When the script leaves the process group (or ends without
+doing so), every rank hashes its live models' parameters; rank 0 gathers every rank's view and
+prints one line: :data:`MARKER` + JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MARKER = "GENIE_PROBE "
-KEYS = ("world_size", "backend", "models", "steps", "ranks_trained", "params_in_sync")
+KEYS = (
+    "world_size",
+    "backend",
+    "models",
+    "steps",
+    "ranks_trained",
+    "params_in_sync",
+    "ranks_forwarded",
+    "ranks_allreduced",
+    "inputs_differ",
+)
+TIMEOUT_ENV = "GENIE_PROBE_COLLECTIVE_TIMEOUT"
 
 
 @dataclass
@@ -31,6 +46,9 @@ class _State:
     first_loss: float | None = None
     last_loss: float | None = None
     judged: bool = False
+    forwards: int = 0  # training forwards (grad enabled, train mode) through a DDP model
+    allreduces: int = 0  # gradient buckets DDP all-reduced
+    first_inputs: dict[int, str] = field(default_factory=dict)  # DDP model id -> digest
 
 
 STATE = _State()
@@ -44,6 +62,22 @@ def _digest(model: Any) -> str:
     return h.hexdigest()
 
 
+def _inputs_digest(value: Any, h: Any = None) -> Any:
+    """A hash of every tensor in a forward's arguments (nested in tuples, lists, dicts)."""
+    import torch
+
+    h = h or hashlib.sha256()
+    if isinstance(value, torch.Tensor):
+        h.update(value.detach().cpu().contiguous().view(-1).float().numpy().tobytes())
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _inputs_digest(item, h)
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            _inputs_digest(value[key], h)
+    return h
+
+
 def judge() -> None:
     """Gather every rank's view; rank 0 prints the verdict line. Runs once."""
     import torch.distributed as dist
@@ -51,7 +85,13 @@ def judge() -> None:
     if STATE.judged or not dist.is_available() or not dist.is_initialized():
         return
     STATE.judged = True
-    mine = {"steps": STATE.steps, "hashes": [_digest(m) for m in STATE.models]}
+    mine = {
+        "steps": STATE.steps,
+        "hashes": [_digest(m) for m in STATE.models],
+        "forwards": STATE.forwards,
+        "allreduces": STATE.allreduces,
+        "inputs": sorted(STATE.first_inputs.values()),
+    }
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     if dist.get_rank() != 0:
@@ -64,26 +104,73 @@ def judge() -> None:
         "ranks_trained": sum(1 for r in everyone if r["steps"] > 0),
         "params_in_sync": bool(STATE.models)
         and all(r["hashes"] == everyone[0]["hashes"] for r in everyone),
+        "ranks_forwarded": sum(1 for r in everyone if r["forwards"] > 0),
+        "ranks_allreduced": sum(1 for r in everyone if r["allreduces"] > 0),
+        "inputs_differ": len({tuple(r["inputs"]) for r in everyone}) == len(everyone)
+        and all(r["inputs"] for r in everyone),
         "first_loss": STATE.first_loss,
         "last_loss": STATE.last_loss,
     }
     print(MARKER + json.dumps(report), flush=True)
 
 
-def install() -> None:
+def _counting_allreduce(state: Any, bucket: Any) -> Any:
+    """DDP's own all-reduce of a gradient bucket, counted."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    STATE.allreduces += 1
+    return default_hooks.allreduce_hook(state, bucket)
+
+
+# DDP rejects a hook whose annotations are not its own types (here, postponed strings)
+_counting_allreduce.__annotations__.clear()
+
+
+def _watch_ddp() -> None:
+    """Know every DDP model, count its all-reduces and its training forwards."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    init, backward, destroy = (
-        DistributedDataParallel.__init__,
-        torch.Tensor.backward,
-        dist.destroy_process_group,
-    )
+    init, forward = DistributedDataParallel.__init__, DistributedDataParallel.forward
 
     def ddp_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         STATE.models.append(self)
+        self.register_comm_hook(None, _counting_allreduce)
+
+    def ddp_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.training and torch.is_grad_enabled():
+            STATE.forwards += 1
+            if id(self) not in STATE.first_inputs:
+                STATE.first_inputs[id(self)] = _inputs_digest((args, kwargs)).hexdigest()
+        return forward(self, *args, **kwargs)
+
+    DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
+    DistributedDataParallel.forward = ddp_forward  # type: ignore[method-assign]
+
+
+def _bounded_collectives(init: Any) -> Any:
+    """``init_process_group`` with a timeout: a rank waiting at a collective the others never
+    reach fails after GENIE_PROBE_COLLECTIVE_TIMEOUT seconds, instead of hanging."""
+    import datetime
+
+    seconds = os.environ.get(TIMEOUT_ENV)
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if seconds and "timeout" not in kwargs:
+            kwargs["timeout"] = datetime.timedelta(seconds=float(seconds))
+        return init(*args, **kwargs)
+
+    return init_process_group
+
+
+def install() -> None:
+    import torch
+    import torch.distributed as dist
+
+    backward, destroy = torch.Tensor.backward, dist.destroy_process_group
+    _watch_ddp()
+    dist.init_process_group = _bounded_collectives(dist.init_process_group)
 
     def tensor_backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         STATE.steps += 1
@@ -101,7 +188,6 @@ def install() -> None:
         gc.collect()
         return destroy(*args, **kwargs)
 
-    DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
     torch.Tensor.backward = tensor_backward  # type: ignore[method-assign]
     dist.destroy_process_group = destroy_process_group
 

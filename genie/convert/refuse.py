@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from genie.convert.base import calls, dotted, method_calls, walk
+from genie.convert.base import calls, code, dotted, method_calls, walk
 from genie.errors import GenieError
 from genie.i18n import _
 
@@ -62,7 +62,7 @@ def check(module: cst.Module, script: str) -> None:
     optimizers = [
         c for c in calls(module, *OPTIMIZERS) if c.args and method_calls(c.args[0], "parameters")
     ]
-    if not optimizers:
+    if not optimizers and not hand_updated(module):
         raise GenieError(
             _(
                 "{s}: no optimizer over a model's parameters found (e.g. "
@@ -75,3 +75,17 @@ OPTIMIZERS = (
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "NAdam", "RAdam",
     "LBFGS", "Rprop", "SparseAdam", "Adafactor", "Muon",
 )  # fmt: skip
+
+
+def hand_updated(module: cst.Module) -> set[str]:
+    """Models updated without an optimizer: ``for p in model.parameters(): p.data.add_(...)``
+    inside a loop that calls ``backward()``."""
+    found = set()
+    for loop in (n for n in walk(module) if isinstance(n, (cst.For, cst.While))):
+        if not method_calls(loop.body, "backward"):
+            continue
+        for inner in (n for n in walk(loop.body) if isinstance(n, cst.For)):
+            for params in method_calls(inner.iter, "parameters"):
+                assert isinstance(params.func, cst.Attribute)
+                found.add(code(params.func.value))
+    return found

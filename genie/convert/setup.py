@@ -13,6 +13,7 @@ from typing import Any
 
 import libcst as cst
 
+from genie.convert import decisions
 from genie.convert.base import Context, code, dotted, stmt
 from genie.i18n import _
 
@@ -121,6 +122,8 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     text = BLOCK
     if "shard" in ctx.uses:
         text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1) + SHARD
+    if decisions.HELPER in ctx.uses:
+        text += decisions.CODE
     block = list(cst.parse_module("pass\n" + text).body[1:])  # keeps the comment above
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
     rest = list(module.body[header:])

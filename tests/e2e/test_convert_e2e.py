@@ -4,6 +4,7 @@ under torchrun and passes the probe's check; the plain ones match the original s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,24 +28,59 @@ ARGS = {  # a short run for the scripts that take arguments
     "gan_two_models": ["--niter", "1"],
 }
 TIMEOUT = 180
+FLAGGED = {  # corpus scripts genie cannot convert whole: a TODO, and the check says what is wrong
+    "custom_sampler": "the processes trained on the same first batch",
+}
 
 
 def converted(tmp_path: Path, name: str) -> Path:
+    """The converted script in ``tmp_path``, beside the modules the corpus scripts import."""
+    shutil.copytree(CORPUS / "corpus_lib", tmp_path / "corpus_lib", dirs_exist_ok=True)
     target = tmp_path / f"{name}_ddp.py"
     target.write_text(convert((CORPUS / f"{name}.py").read_text(), f"{name}.py").code)
     return target
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", [s for s in SCRIPTS if s not in FLAGGED])
 def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path, name):
     lines: list[str] = []
     result = check.run(
         converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT, echo=lines.append
     )
     assert result.passed, (result.problems, "\n".join(lines[-40:]))
+    assert not convert((CORPUS / f"{name}.py").read_text()).todos
     report = result.report
     assert report["world_size"] == 2 and report["backend"] == "gloo"
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
+    assert report["ranks_forwarded"] == 2 and report["ranks_allreduced"] == 2
+    assert report["inputs_differ"] is True
+
+
+@pytest.mark.parametrize("name", sorted(FLAGGED))
+def test_a_corpus_script_left_with_a_todo_fails_the_check_it_names(tmp_path, name):
+    """Never silently wrong: what the TODO leaves undone, the check finds."""
+    assert convert((CORPUS / f"{name}.py").read_text()).todos
+    result = check.run(converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT)
+    assert any(FLAGGED[name] in problem for problem in result.problems), result.problems
+
+
+BEFORE = {  # issue 22's shapes as genie converted them before the fix -> what the check finds
+    "reload_after_training": "only 0 of 2 processes trained through a DDP model",
+    "gan_random_seed": "parameters differ across processes after training",
+    "lm_hand_batched": "the processes trained on the same first batch",
+    "model_in_branch": "no DistributedDataParallel model was built",
+    "best_checkpoint": "torchrun exited with 1",  # a barrier one rank never reaches, timed
+}
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE))
+def test_the_check_fails_each_wrong_conversion_of_the_issues_shapes(name):
+    """The old conversions (tests/convert_corpus/before/) passed or hung; the check names why
+    they are wrong. A collective timeout of 10 s (a third of 30) turns the hang into a failure."""
+    script = CORPUS / "before" / f"{name}_ddp.py"
+    result = check.run(script, [], CPU, 30)
+    assert not result.passed
+    assert any(BEFORE[name] in problem for problem in result.problems), result.problems
 
 
 def test_the_check_fails_when_the_ranks_end_with_different_parameters(tmp_path):

@@ -69,11 +69,11 @@ criterion = nn.BCELoss()
 if opt.cuda:
     netD.to(DEVICE)
     netG.to(DEVICE)
+netD = DDP(netD.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
+netG = DDP(netG.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
 
 # setup optimizer
-netD = DDP(netD.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
 optimizerD = optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-netG = DDP(netG.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
 optimizerG = optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
 
 try:

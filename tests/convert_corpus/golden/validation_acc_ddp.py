@@ -30,6 +30,14 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def same_on_every_rank(decision: object) -> bool:
+    """Rank 0's ``decision``, taken by every process: a branch that holds a collective (a
+    barrier, the next training step) must be entered by all processes or by none."""
+    flag = torch.tensor([1 if decision else 0], device=DEVICE)
+    dist.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
 BEST = "best.pt"
 
 
@@ -73,7 +81,7 @@ def main():
         acc = evaluate(model, val_loader, device)
         if RANK == 0:
             print(f"epoch {epoch}: val accuracy {acc:.3f}")
-        if acc > best_acc:
+        if same_on_every_rank(acc > best_acc):
             best_acc = acc
             if RANK == 0:
                 torch.save(model.module.state_dict(), BEST)

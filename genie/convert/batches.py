@@ -1,0 +1,177 @@
+"""Batches made by hand, without a DataLoader: each training loop (the innermost loop that
+calls ``backward()``) must read something split across the processes.
+
+A loop over a DataLoader (which gets a DistributedSampler) or over a plain list (``shard()``,
+see :mod:`genie.convert.loaders`) is split already. A loop over batch indices,
+``for i in range(0, data.size(0) - 1, bptt)`` or ``for i in range(n_batches)`` whose index
+slices the data, becomes ``for i in shard(range(...))``: every WORLD_SIZE-th batch, the same
+count on every process. Any other training loop (a generator, a ``while``, full-batch
+training) is a TODO at its line: every process would train on the same data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from genie.convert.base import Context, Rewrite, calls, code, method_calls, walk
+from genie.i18n import N_, _
+
+_LOOPS = (cst.For, cst.While)
+NOT_SPLIT = N_(
+    "this training loop's batches are not split across processes: every process trains on "
+    "the same data; use a DataLoader (genie gives it a DistributedSampler) or take every "
+    "WORLD_SIZE-th batch (shard())"
+)
+
+
+@dataclass
+class HandBatches:
+    ranges: set[int] = field(default_factory=set)  # range(...) call ids to shard
+    todo: set[int] = field(default_factory=set)  # training loops left unsplit
+
+
+def find(module: cst.Module, split: set[str]) -> HandBatches:
+    """``split``: the names of loaders and lists the other rewrites split already."""
+    found = HandBatches()
+    split = _derived(module, split)
+    _visit(module, [], _derived(module, split | _passed(module, split)), found)
+    return found
+
+
+def _derived(module: cst.Module, names: set[str]) -> set[str]:
+    """``names`` and what is assigned from an expression using them (``tqdm(loader)``)."""
+    names = set(names)
+    assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    for _round in range(3):
+        for node in assigns:
+            if _names_in(code(node.value)) & names:
+                names.add(code(node.targets[0].target))
+    return names
+
+
+def _passed(module: cst.Module, split: set[str]) -> set[str]:
+    """Parameters of the script's functions that are given split data where they are called:
+    ``def train(dataloader, ...)`` called as ``train(train_dataloader, ...)``."""
+    functions = {n.name.value: n for n in walk(module) if isinstance(n, cst.FunctionDef)}
+    found = set()
+    for call in (n for n in walk(module) if isinstance(n, cst.Call)):
+        function = functions.get(code(call.func).rpartition(".")[2])
+        if function is None:
+            continue
+        params = [p.name.value for p in function.params.params]
+        if params[:1] == ["self"]:
+            params = params[1:]
+        for position, arg in enumerate(call.args):
+            if not _names_in(code(arg.value)) & split:
+                continue
+            if arg.keyword is not None:
+                found.add(arg.keyword.value)
+            elif position < len(params):
+                found.add(params[position])
+    return found
+
+
+def _visit(node: cst.CSTNode, iters: list[str], split: set[str], found: HandBatches) -> None:
+    for child in node.children:
+        inner = iters
+        if isinstance(child, cst.For):
+            inner = [*iters, code(child.iter)]
+            if _trains(child) and not any(_trains(n) for n in _loops_below(child)):
+                _judge(child, inner, split, found)
+        elif isinstance(child, cst.While) and _trains(child):
+            if not any(_trains(n) for n in _loops_below(child)) and not _reads(iters, split):
+                found.todo.add(id(child))
+        _visit(child, inner, split, found)
+
+
+def _loops_below(loop: cst.For | cst.While) -> list[cst.CSTNode]:
+    return [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
+
+
+def _trains(loop: cst.CSTNode) -> bool:
+    return isinstance(loop, _LOOPS) and bool(method_calls(loop.body, "backward"))
+
+
+def _reads(iters: list[str], split: set[str]) -> bool:
+    """Whether one of the enclosing loops' iterables is split data."""
+    return any(_names_in(text) & split for text in iters)
+
+
+def _names_in(text: str) -> set[str]:
+    tree = cst.parse_expression(text)
+    return {code(n) for n in walk(tree) if isinstance(n, (cst.Name, cst.Attribute))}
+
+
+def _judge(loop: cst.For, iters: list[str], split: set[str], found: HandBatches) -> None:
+    if _reads(iters, split):
+        return
+    indices = _batch_indices(loop)
+    if indices is not None:
+        found.ranges.add(id(indices))
+    else:
+        found.todo.add(id(loop))
+
+
+def _batch_indices(loop: cst.For) -> cst.Call | None:
+    """The ``range(...)`` of ``for i in range(...)`` or ``for n, i in enumerate(range(...))``
+    when ``i`` indexes the data (a step, or ``i`` used in a subscript or call), not epochs."""
+    ranges = [c for c in calls(loop.iter, "range") if c is loop.iter or _enumerated(loop, c)]
+    if not ranges:
+        return None
+    target: cst.BaseExpression = loop.target
+    if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+        target = target.elements[1].value
+    if not isinstance(target, cst.Name) or "epoch" in target.value.lower():
+        return None
+    variable, call = target.value, ranges[0]
+    if len(call.args) == 3 or _indexes(loop.body, variable):
+        return call
+    return None
+
+
+def _enumerated(loop: cst.For, call: cst.Call) -> bool:
+    it = loop.iter
+    return isinstance(it, cst.Call) and code(it.func) == "enumerate" and it.args[0].value is call
+
+
+def _indexes(body: cst.CSTNode, variable: str) -> bool:
+    """``variable`` inside a subscript (``x[i:i + n]``) or as a call's argument."""
+    for node in walk(body):
+        args: list[cst.CSTNode] = []
+        if isinstance(node, cst.Subscript):
+            args = list(node.slice)
+        elif isinstance(node, cst.Call):
+            args = list(node.args)
+        if any(isinstance(n, cst.Name) and n.value == variable for a in args for n in walk(a)):
+            return True
+    return False
+
+
+class HandBatchRewrite(Rewrite):
+    def __init__(self, ctx: Context, found: HandBatches) -> None:
+        super().__init__(ctx)
+        self.found = found
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if id(original) not in self.found.ranges:
+            return updated
+        self.ctx.uses.add("shard")
+        self.ctx.change(
+            original,
+            _("batch indices: each process trains on every {w}-th batch (shard())").format(
+                w="WORLD_SIZE"
+            ),
+        )
+        return cst.Call(func=cst.Name("shard"), args=[cst.Arg(updated)])
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        if id(original) in self.found.todo:
+            self.mark_todo(original, NOT_SPLIT)
+        return updated
+
+    def leave_While(self, original: cst.While, updated: cst.While) -> cst.While:
+        if id(original) in self.found.todo:
+            self.mark_todo(original, NOT_SPLIT)
+        return updated

@@ -1,0 +1,60 @@
+# A language model in the word_language_model example's style: one long tensor of tokens,
+# cut into columns by batchify() and into bptt-long slices by get_batch(); no DataLoader.
+import argparse
+
+import torch
+import torch.nn as nn
+
+
+class RNNModel(nn.Module):
+    def __init__(self, ntoken, nhid):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, nhid)
+        self.rnn = nn.GRU(nhid, nhid)
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, x):
+        output, _ = self.rnn(self.encoder(x))
+        return self.decoder(output)
+
+
+def batchify(data, bsz, device):
+    nbatch = data.size(0) // bsz
+    return data.narrow(0, 0, nbatch * bsz).view(bsz, -1).t().contiguous().to(device)
+
+
+def get_batch(source, i, bptt):
+    seq_len = min(bptt, len(source) - 1 - i)
+    return source[i : i + seq_len], source[i + 1 : i + 1 + seq_len].reshape(-1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--bptt", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1111)
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ntokens = 20
+    train_data = batchify(
+        torch.randint(0, ntokens, (4 * 8 * 8 + 1,)), args.batch_size, device
+    )
+    model = RNNModel(ntokens, 16).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    criterion = nn.CrossEntropyLoss()
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+            data, targets = get_batch(train_data, i, args.bptt)
+            optimizer.zero_grad()
+            loss = criterion(model(data).view(-1, ntokens), targets)
+            loss.backward()
+            optimizer.step()
+            print(f"epoch {epoch} batch {batch} loss {loss.item():.3f}")
+    torch.save(model.state_dict(), "lm.pt")
+
+
+if __name__ == "__main__":
+    main()
