@@ -3,6 +3,9 @@
 #
 #   bash scripts/gpu_check.sh generate DIR TORCH PYTHON   # here: genie new for every variant
 #   bash scripts/gpu_check.sh run DIR LOG                 # on the GPU node: genie smoke each
+#   bash scripts/gpu_check.sh big DIR                     # on the GPU node, after generate:
+#       native bf16, DataParallel computing in bf16 on every GPU, an FSDP meta-device build of
+#       a model over half the GPU's memory (peak max_memory_allocated beside the model size)
 #
 # `generate` needs genie installed; `run` needs only torch, the frameworks, click and PyYAML
 # (genie itself can come from PYTHONPATH), so the GPU node needs no cookiecutter or black.
@@ -29,6 +32,44 @@ VARIANTS=(
     "fsdp-hf-custom-bf16:--framework hf --task custom --precision bf16 --strategy fsdp"
     "dp-custom-bf16:--framework dp --task custom --precision bf16"
 )
+
+# Run in a generated project's folder, under torchrun where it needs a process group.
+BF16_AND_DP='
+import torch, config, train
+from torch import nn
+print("bf16: capability", torch.cuda.get_device_capability(), "native", config.native_bf16(),
+      "is_bf16_supported", torch.cuda.is_bf16_supported())
+seen = {}
+layer = nn.Linear(64, 64).cuda()
+layer.register_forward_hook(lambda m, i, out: seen.__setitem__(out.device.index, out.dtype))
+model = nn.DataParallel(train.Autocast(layer, "cuda", train.autocast_dtype("bf16")))
+model(torch.ones(8 * torch.cuda.device_count(), 64, device="cuda"))
+print("dataparallel replicas:", {gpu: str(dtype) for gpu, dtype in sorted(seen.items())})
+assert seen and set(seen.values()) == {torch.bfloat16}, seen
+'
+FSDP_META='
+import sys, torch, config, dist_utils, fsdp, model as task
+args = config.parse_args(sys.argv[1:])
+device = dist_utils.setup(10)
+model = fsdp.build_sharded(lambda: task.build_model(args, 10), device, args)
+size = sum(p.numel() for p in model.parameters()) * 4
+total = torch.cuda.get_device_properties(device).total_memory
+print(f"fsdp meta build: model {size / 2**30:.1f} GiB ({size / total:.2f} of the GPU), "
+      f"peak allocated {torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB")
+dist_utils.shutdown()
+'
+
+big() {
+    local dir=$1 hidden
+    (cd "$dir/dp-custom-bf16" && python3 -c "$BF16_AND_DP") || return 1
+    # hidden x hidden x depth fp32 weights over half the GPU: depth 20, hidden from the memory
+    hidden=$(python3 -c "import torch; m = torch.cuda.get_device_properties(0).total_memory
+print(int((0.55 * m / 4 / 20) ** 0.5))")
+    printf '%s' "$FSDP_META" >"$dir/fsdp-ddp-custom-bf16/fsdp_meta.py"
+    (cd "$dir/fsdp-ddp-custom-bf16" && python3 -m torch.distributed.run --standalone \
+        --nproc_per_node=1 fsdp_meta.py --precision bf16 --hidden "$hidden" --depth 20 \
+        --tracker none) 2>&1 | grep -E "fsdp meta build|Error"
+}
 
 generate() {
     local dir=$1 torch=$2 python=$3 gpus=${4:-1}
@@ -72,5 +113,6 @@ run() {
 case "${1:-}" in
     generate) shift; generate "$@" ;;
     run) shift; run "$@" ;;
-    *) sed -n 2,11p "$0"; exit 2 ;;
+    big) shift; big "$@" ;;
+    *) sed -n 2,14p "$0"; exit 2 ;;
 esac

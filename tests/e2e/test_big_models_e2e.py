@@ -9,78 +9,15 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from bench.big_models import BIG, DRIVE, MEDIUM, measure
 
 from .test_smoke_e2e import CPU_ENV, generate, report_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("memory")]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-BIG = ["--hidden", "4096", "--depth", "15"]  # 252M parameters: 1.0 GB in fp32
-MEDIUM = ["--hidden", "2048", "--depth", "12"]  # 50M parameters
-
-# Measures this rank's memory while the project builds its model (and, with RESUME, while
-# it resumes a checkpoint): the peak of anonymous memory, sampled every 2 ms (pages of a
-# memory-mapped checkpoint are the node's page cache, not a copy of this rank's).
-DRIVE = r"""
-import json, os, sys, threading, time
-import torch, torch.distributed as dist
-import config, dist_utils, model as task
-peak = {"anon": 0}
-def sample():
-    while True:
-        fields = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
-        anon = int(fields["RssAnon"].split()[0]) + int(fields["RssShmem"].split()[0])
-        peak["anon"] = max(peak["anon"], anon)
-        time.sleep(0.002)
-args = config.parse_args(sys.argv[1:])
-device = dist_utils.setup(5)
-build = lambda: task.build_model(args, 10)
-threading.Thread(target=sample, daemon=True).start()
-time.sleep(0.05)
-base = peak["anon"]
-if os.environ.get("MODE") == "fsdp":
-    import fsdp
-    model = fsdp.build_sharded(build, device, args)
-elif os.environ.get("MODE") == "fsdp-full":  # every rank builds it whole, then shards
-    import fsdp
-    model = fsdp.shard(build().to(device), device, args.precision)
-else:
-    import checkpoint, optim
-    model = build().to(device)
-    optimizer = optim.build_optimizer(model, args)
-    scheduler = optim.lr_schedule(optimizer, 10, 0.0)
-    scaler = optim.make_scaler(args.precision)
-    # rank 1's checkpoint directory: rank 0's (shared), or one of its own (per-node disks)
-    where = args.checkpoint_dir / ("node1" if os.environ["MODE"] == "per-node" else "node0")
-    where = args.checkpoint_dir / "node0" if dist.get_rank() == 0 else where
-    if os.environ["MODE"] == "save":
-        model(features=torch.randn(2, 32)).sum().backward()
-        optimizer.step()  # the optimizer's moments exist from here
-        state = checkpoint.training_state(model, optimizer, scaler, scheduler, checkpoint.Position())
-        if dist.get_rank() == 0:
-            checkpoint.save_atomic(where / "last.pt", state)
-    elif os.environ["MODE"] != "build":
-        checkpoint.resume(where / "last.pt", model, optimizer, scaler, scheduler)
-time.sleep(0.05)
-with torch.device("meta"):
-    params = sum(p.numel() * p.element_size() for p in build().parameters())
-print("MEMORY " + json.dumps({"rank": dist.get_rank(), "peak": (peak["anon"] - base) * 1024,
-                              "full": params}), flush=True)
-dist_utils.shutdown()
-"""
-
-
-def measure(project: Path, mode: str, args: list[str], **env: str) -> dict:
-    done = subprocess.run(
-        [*TORCHRUN, "drive.py", "--smoke", *args], cwd=project, capture_output=True, text=True,
-        env={**os.environ, **CPU_ENV, "MODE": mode, **env}, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    # the ranks' lines can land on one line of the shared output
-    lines = [json.loads(x) for x in re.findall(r"MEMORY (\{[^}]*\})", done.stdout)]
-    return {**next(r for r in lines if r["rank"] == 1), "log": done.stdout + done.stderr}
 
 
 @pytest.fixture(scope="module")
