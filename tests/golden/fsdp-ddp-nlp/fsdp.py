@@ -35,7 +35,9 @@ def build_sharded(
     model = shard(model, device, args.precision)
     model.to_empty(device=device)
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-    set_model_state_dict(model, full.state_dict() if full else {}, options=options)
+    set_model_state_dict(
+        model, full.state_dict() if full is not None else {}, options=options
+    )
     send_buffers(model, full)
     return model
 
