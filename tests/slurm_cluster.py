@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -38,27 +37,19 @@ def _memory_mb() -> int:
 class Cluster:
     root: Path
     env: dict[str, str]  # for sbatch, squeue, scancel: SLURM_CONF and the munge socket
-    pids: list[int] = field(default_factory=list)
+    daemons: list[subprocess.Popen] = field(default_factory=list)
 
     def stop(self) -> None:
-        """Stop exactly the daemons this cluster started, newest first."""
-        for pid in reversed(self.pids):
+        """Stop exactly the daemons this cluster started, newest first (waited for, so none
+        is left a zombie that still looks alive)."""
+        for daemon in reversed(self.daemons):
+            daemon.terminate()
             try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            for _ in range(50):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
-            else:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        self.pids.clear()
+                daemon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+        self.daemons.clear()
 
     def log(self) -> str:
         return "\n".join(
@@ -115,7 +106,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory={_memory_mb()} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 """)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     cluster = Cluster(root, env)
@@ -130,7 +121,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
         ]  # fmt: skip
         for argv in commands:
             proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log, start_new_session=True)
-            cluster.pids.append(proc.pid)
+            cluster.daemons.append(proc)
             if argv[0].endswith("munged"):
                 _wait(lambda: sock.exists(), 10, "munged", cluster)
         _wait(lambda: _idle(env), timeout, "the node to become idle", cluster)

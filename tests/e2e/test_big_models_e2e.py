@@ -16,7 +16,9 @@ from bench.big_models import BIG, DRIVE, MEDIUM, measure
 
 from .test_smoke_e2e import CPU_ENV, generate, report_of
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("memory")]
+pytestmark = pytest.mark.e2e
+# the tests sharing a module fixture: one worker makes it once
+MEMORY = pytest.mark.xdist_group("memory")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -27,6 +29,7 @@ def fsdp_project(tmp_path_factory):
     return project
 
 
+@MEMORY
 def test_fsdp_builds_the_model_whole_on_rank_0_only(fsdp_project):
     big, tiny = measure(fsdp_project, "fsdp", BIG), measure(fsdp_project, "fsdp", [])
     ratio = (big["peak"] - tiny["peak"]) / big["full"]
@@ -41,6 +44,7 @@ def ddp_project(tmp_path_factory):
     return project
 
 
+@MEMORY
 @pytest.mark.parametrize(
     ("mode", "says"), [("shared", "read by every rank"), ("per-node", "sent by rank 0")],
 )  # fmt: skip

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,12 +25,49 @@ OFFLINE = {
 }
 
 
-@pytest.mark.parametrize("combo", COMBOS)
-def test_every_framework_and_task_generates_and_passes_its_smoke_test(tmp_path, combo):
-    framework, task = combo.split("-")
-    result = run_genie(
-        "new", combo, "--yes", "--framework", framework, "--task", task, cwd=tmp_path, **OFFLINE
-    )
+@dataclass(frozen=True)
+class ComboRun:
+    """One combination made by ``genie new`` (its smoke test included), then the generated
+    project's own pytest, its temporary folders kept under ``basetemp``."""
+
+    project: Path
+    new: subprocess.CompletedProcess
+    own_tests: subprocess.CompletedProcess
+    basetemp: Path
+
+
+@pytest.fixture(scope="session")
+def combo_runs(tmp_path_factory) -> Callable[[str], ComboRun]:
+    """combo_runs(combo): that combination's ComboRun, made on first use (both tests of a
+    combination share one xdist group, so it is made once)."""
+    made: dict[str, ComboRun] = {}
+
+    def get(combo: str) -> ComboRun:
+        if combo not in made:
+            framework, task = combo.split("-")
+            root = tmp_path_factory.mktemp(combo)
+            new = run_genie("new", combo, "--yes", "--framework", framework, "--task", task,
+                            cwd=root, **OFFLINE)  # fmt: skip
+            basetemp = root / "own-tests"
+            own = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 f"--basetemp={basetemp}", "tests"],
+                cwd=root / combo, env={**os.environ, **OFFLINE}, capture_output=True, text=True,
+                timeout=900,
+            ) if new.returncode == 0 else subprocess.CompletedProcess([], 1, "", "")  # fmt: skip
+            made[combo] = ComboRun(root / combo, new, own, basetemp)
+        return made[combo]
+
+    return get
+
+
+COMBO_PARAMS = [pytest.param(c, marks=pytest.mark.xdist_group(f"combo-{c}")) for c in COMBOS]
+
+
+@pytest.mark.parametrize("combo", COMBO_PARAMS)
+def test_every_framework_and_task_generates_and_passes_its_smoke_test(combo_runs, combo):
+    framework = combo.split("-")[0]
+    result = combo_runs(combo).new
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
     report = report_of(result.stdout)
     if framework == "dp":  # one process, one copy of the weights: nothing to compare
@@ -55,7 +94,7 @@ TAGS = {
 CHECKPOINTS = {
     "ddp": ("last.pt", "best.pt", "epoch-0000.pt"),
     "dp": ("last.pt", "best.pt", "epoch-0000.pt"),
-    "lightning": ("last.ckpt", "best-epoch=0000.ckpt"),
+    "lightning": ("last.ckpt", "best-epoch=*.ckpt"),
     "hf": ("checkpoint-*",),
 }
 
@@ -71,32 +110,24 @@ def scalar_tags(log_dir: Path) -> set[str]:
     return tags
 
 
-@pytest.mark.parametrize("combo", COMBOS)
-def test_every_combination_logs_validates_checkpoints_and_passes_its_own_tests(tmp_path, combo):
-    """TensorBoard scalars, best and last checkpoints, and the project's own pytest."""
-    framework, task = combo.split("-")
-    project = generate(tmp_path, "--framework", framework, "--task", task)
-    launcher = [sys.executable] if framework == "dp" else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]  # fmt: skip
-    run = subprocess.run(
-        [*launcher, "train.py", "--smoke", "--epochs", "1", "--log-every", "2",
-         "--checkpoint-dir", "ck", "--log-dir", "tb"],
-        cwd=project, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert TAGS[framework] <= scalar_tags(project / "tb")
-    # one writer, on global rank 0: no empty event file from the other rank
-    events = list((project / "tb").rglob("events.out.tfevents.*"))
-    assert len(events) == 1, events
-    for name in CHECKPOINTS[framework]:
-        assert list((project / "ck").glob(name)), sorted(p.name for p in (project / "ck").iterdir())
-    # the generated project's own tests: 2-process training, checkpoints, resume
-    own = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=project, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+@pytest.mark.parametrize("combo", COMBO_PARAMS)
+def test_every_combination_logs_validates_checkpoints_and_passes_its_own_tests(combo_runs, combo):
+    """The project's own pytest (one epoch of 2-process training, then a resume) passes;
+    its runs wrote the TensorBoard scalars and the best and last checkpoints."""
+    framework = combo.split("-")[0]
+    run = combo_runs(combo)
+    assert run.new.returncode == 0, run.new.stdout[-4000:] + run.new.stderr
+    own = run.own_tests
     assert own.returncode == 0, own.stdout[-4000:] + own.stderr[-2000:]
     assert "2 passed" in own.stdout
+    [trained] = run.basetemp.glob("run[0-9]*")  # the first epoch's, then the resume's
+    assert TAGS[framework] <= scalar_tags(trained / "runs")
+    # one writer per run, on global rank 0: no empty event file from the other rank
+    events = list((trained / "runs").rglob("events.out.tfevents.*"))
+    assert len(events) == 2, events
+    checkpoints = trained / "checkpoints"
+    for name in CHECKPOINTS[framework]:
+        assert list(checkpoints.glob(name)), sorted(p.name for p in checkpoints.iterdir())
 
 
 def torchrun(project: Path, nproc: int, *args: str) -> subprocess.CompletedProcess:

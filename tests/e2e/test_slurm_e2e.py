@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,28 +42,32 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def slurm_runs(slurm, tmp_path_factory):
-    """One `genie smoke --on slurm` per project, shared by the tests below."""
+    """One `genie smoke --on slurm` per project, shared by the tests below. The five jobs
+    are in the queue at once (the test node lets jobs share its CPUs), as on a cluster."""
     root = tmp_path_factory.mktemp("slurm-projects")
     env = {**CPU_ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}
-    results = {}
-    for name, flags in {
+    anchor = "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n"
+    broken = {
+        "raises": "    if dist.get_rank() == 1:\n        raise RuntimeError('injected failure on rank 1')\n",
+        "hangs": "    if dist.get_rank() == 1:\n        time.sleep(3600)\n",
+    }  # fmt: skip
+    projects = {
         "ddp": (), "lightning": ("--framework", "lightning"), "hf": ("--framework", "hf"),
         "raises": (), "hangs": (),
-    }.items():  # fmt: skip
+    }  # fmt: skip
+    for name, flags in projects.items():
         made = run_genie("new", name, "--yes", "--no-smoke", *SLURM_PROJECT, *flags, cwd=root)
         assert made.returncode == 0, made.stderr
-        if name == "raises":
-            inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
-                   "    if dist.get_rank() == 1:\n        raise RuntimeError('injected failure on rank 1')\n")  # fmt: skip
-        if name == "hangs":
-            inject(root / name, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
-                   "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
+        if name in broken:
+            inject(root / name, anchor, broken[name])
+
+    def smoke(name: str) -> subprocess.CompletedProcess:
         timeout = ("--timeout", "40") if name == "hangs" else ()
-        results[name] = (
-            root / name,
-            run_genie("smoke", name, "--on", "slurm", *timeout, cwd=root, **env),
-        )
-    return results
+        return run_genie("smoke", name, "--on", "slurm", *timeout, cwd=root, **env)
+
+    with ThreadPoolExecutor(len(projects)) as pool:
+        done = dict(zip(projects, pool.map(smoke, projects), strict=True))
+    return {name: (root / name, result) for name, result in done.items()}
 
 
 @pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROJECT = Path(__file__).resolve().parent.parent
 MARKER = "GENIE_SMOKE "
 
@@ -49,8 +51,15 @@ def train(tmp_path: Path, *args: str) -> dict:
     return json.loads(line.split(MARKER, 1)[1])
 
 
-def test_training_runs_validates_and_writes_checkpoints_that_load(tmp_path):
-    report = train(tmp_path)
+@pytest.fixture(scope="module")
+def first_epoch(tmp_path_factory) -> tuple[Path, dict]:
+    """One epoch, shared by both tests: the second resumes from its checkpoints."""
+    run_dir = tmp_path_factory.mktemp("run")
+    return run_dir, train(run_dir, "--epochs", "1", "--log-every", "2")
+
+
+def test_training_runs_validates_and_writes_checkpoints_that_load(first_epoch):
+    _, report = first_epoch
     assert report["world_size"] == 2
     assert report["steps"] > 0
     assert math.isfinite(report["first_loss"]) and math.isfinite(report["last_loss"])
@@ -59,7 +68,7 @@ def test_training_runs_validates_and_writes_checkpoints_that_load(tmp_path):
     assert report["checkpoint_loads"] is True  # last and best load into a fresh model
 
 
-def test_resume_continues_where_training_stopped(tmp_path):
-    first = train(tmp_path, "--epochs", "1")
-    second = train(tmp_path, "--epochs", "2", "--resume")
+def test_resume_continues_where_training_stopped(first_epoch):
+    run_dir, first = first_epoch
+    second = train(run_dir, "--epochs", "2", "--resume")
     assert second["steps"] == 2 * first["steps"]  # one more epoch, not two
