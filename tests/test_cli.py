@@ -205,6 +205,7 @@ def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monke
         cli.main(["smoke", str(tmp_path / "proj")])
     out, err = capsys.readouterr()
     assert exit_.value.code == 1 and "lacks tqdm" in err
+    assert f"pip install -r {tmp_path / 'proj' / 'requirements.txt'} there" in err
     assert "Smoke test" not in out
 
 
@@ -236,6 +237,29 @@ def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, c
     ui.summary(build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, cpu_machine),
                cpu_machine)  # fmt: skip
     assert "master address" not in capsys.readouterr().out
+
+
+def test_an_unverified_torch_is_named_in_the_summary(cpu_machine, capsys):
+    from genie import compat, ui
+    from genie.spec import build_spec
+
+    [unverified] = compat.UNVERIFIED
+    ui.summary(build_spec({"name": "p", "torch": unverified}, cpu_machine), cpu_machine)
+    out = capsys.readouterr().out
+    assert f"torch {unverified} is not verified by genie yet" in out
+    assert "run the smoke test on that version" in out
+    ui.summary(build_spec({"name": "p", "torch": compat.NEWEST}, cpu_machine), cpu_machine)
+    assert "not verified" not in capsys.readouterr().out
+
+
+def test_a_second_genie_new_into_a_project_names_a_command_that_works(tmp_path):
+    assert run_genie("new", "p", "--yes", "--no-smoke", cwd=tmp_path).returncode == 0
+    again = run_genie("new", "p", "--yes", "--no-smoke", cwd=tmp_path)
+    assert again.returncode != 0 and "is a genie project already" in again.stderr
+    suggested = again.stderr.split("its answers: ", 1)[1].split(" (", 1)[0].split()
+    assert suggested[:2] == ["genie", "new"]
+    rerun = run_genie(*suggested[1:], "--no-smoke", cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
 
 
 def test_help_shows_defaults_examples_and_unverified_versions(tmp_path):

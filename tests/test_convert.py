@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import black
 import pytest
@@ -497,6 +498,31 @@ def test_convert_writes_the_script_and_its_launcher_and_prints_diff_and_changes(
     assert "--- train.py" in out and "+++ train_ddp.py" in out
     assert "  1. line 45: the GPU-or-CPU choice -> DEVICE" in out
     assert "bash launch/train_ddp.sh" in out
+
+
+def omp_threads_seen_by_torchrun(launcher: Path, *args: str) -> str:
+    """Run a launch script with a torchrun that only prints OMP_NUM_THREADS."""
+    fake = launcher.parent.parent / "fake-bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "torchrun").write_text('#!/bin/sh\necho "OMP_NUM_THREADS=$OMP_NUM_THREADS"\n')
+    (fake / "torchrun").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    done = subprocess.run(["bash", str(launcher), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_launchers_give_each_process_one_openmp_thread(script):
+    """As torchrun does for several processes (and the generated projects' scripts), set
+    before torchrun starts so that it does not warn; a value the user exported wins."""
+    run_genie("convert", "train.py", "--no-check", "--nodes", "2", "--master-addr", "10.0.0.1",
+              cwd=script.parent)  # fmt: skip
+    launch = script.parent / "launch"
+    assert omp_threads_seen_by_torchrun(launch / "train_ddp.sh") == "OMP_NUM_THREADS=1"
+    assert omp_threads_seen_by_torchrun(launch / "train_ddp_multi_node.sh", "1") == (
+        "OMP_NUM_THREADS=1"
+    )
 
 
 def test_the_original_is_never_changed_nor_an_existing_file_replaced_without_force(script):

@@ -226,10 +226,13 @@ def test_a_failing_nvidia_smi_fails_the_gpu_check_with_its_message(tmp_path):
 
 
 def test_no_nvidia_smi_is_fine_on_a_cpu_machine_but_not_for_a_gpu_project(tmp_path, cpu_machine):
-    assert machine.gpus(Context(env=no_smi(tmp_path))).status == "pass"
+    cpu = machine.gpus(Context(env=no_smi(tmp_path)))
+    assert cpu.status == "pass" and "fine for CPU training" in cpu.detail
     gpu_project = spec_of(cpu_machine, gpus_per_node=2)
     result = machine.gpus(Context(spec=gpu_project, env=no_smi(tmp_path)))
-    assert result.status == "fail"
+    assert result.status == "fail" and "fine for CPU" not in result.detail  # not both at once
+    assert "the project trains on GPUs (2 per node)" in result.detail
+    assert "run it (and genie doctor) on a GPU node" in result.fix
 
 
 def fake_torch(tmp_path: Path, cuda: str | None) -> dict[str, str]:
@@ -459,6 +462,15 @@ def test_a_collective_past_its_timeout_is_killed_and_fails():
     assert time.monotonic() - started < 30
     assert result.status == "fail" and "both processes were killed" in result.detail
     assert ranks_of("genie_doctor_collective", tag) == []
+
+
+def test_a_failed_collective_never_points_at_a_traceback_doctor_did_not_print(monkeypatch):
+    raised = "Traceback (most recent call last):\nValueError: something odd\n"
+    failed = collective.Attempt("gloo", False, "gloo: exit 1, 1: ValueError: something odd", raised)
+    monkeypatch.setattr(collective, "all_reduce", lambda ctx, backend, extra_env=None: failed)
+    result = collective.collective(Context(env=cpu_env()))
+    assert result.status == "fail" and "traceback above" not in result.fix
+    assert "NCCL_DEBUG=INFO" in result.fix
 
 
 def test_a_failing_nccl_collective_is_retried_without_p2p(cpu_machine):

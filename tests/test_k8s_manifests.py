@@ -1,5 +1,6 @@
 """The Kubernetes manifests genie writes are valid against the Kubeflow operators' own CRD
-schemas (shipped as data in ../shared/reference/k8s); they are not run on a cluster."""
+schemas (copied into tests/k8s_schemas, with their source and license); they are not run on a
+cluster."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from genie.spec import build_spec
 
 from .conftest import ROOT
 
-SCHEMAS = ROOT.parent / "shared" / "reference" / "k8s"
+SCHEMAS = ROOT / "tests" / "k8s_schemas"
 CRDS = {
     "launch/pytorchjob.yaml": "kubeflow.org_pytorchjobs.yaml",
     "launch/trainjob.yaml": "trainer.kubeflow.org_trainjobs.yaml",
@@ -30,11 +31,9 @@ MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
 
 
 def validator(crd_file: str):
-    jsonschema = pytest.importorskip("jsonschema")
-    path = SCHEMAS / crd_file
-    if not path.is_file():
-        pytest.skip(f"CRD schemas not found at {SCHEMAS} (the shared reference folder)")
-    crd = yaml.safe_load(path.read_text())
+    import jsonschema  # a test dependency: a missing one fails, it does not skip
+
+    crd = yaml.safe_load((SCHEMAS / crd_file).read_text())
     [version] = [v for v in crd["spec"]["versions"] if v.get("served", True)][:1]
     schema = version["schema"]["openAPIV3Schema"]
     group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]

@@ -232,6 +232,17 @@ def test_a_non_empty_directory_is_refused_without_force(tmp_path, files):
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_a_genie_project_is_recognised_and_the_way_to_regenerate_it_named(tmp_path, files):
+    write.write_project(tmp_path / "proj", files)
+    before = tree(tmp_path / "proj")
+    with pytest.raises(GenieError) as refused:
+        write.write_project(tmp_path / "proj", files)
+    said = str(refused.value)
+    assert "is a genie project already" in said and "is not empty" not in said
+    assert f"--yes --answers {tmp_path / 'proj' / '.genie.yml'} --force" in said
+    assert tree(tmp_path / "proj") == before  # nothing written
+
+
 def test_force_adds_files_and_keeps_the_users_own(tmp_path, files):
     (tmp_path / "notes.txt").write_text("mine")
     write.write_project(tmp_path, files, force=True)

@@ -244,6 +244,7 @@ def test_a_failed_smoke_test_explains_itself_and_points_to_doctor(tmp_path):
     out = result.stdout
     cause = out.index("Likely cause")
     assert "the package providing 'genie_no_such_module' is not installed" in out
+    assert f"pip install -r {tmp_path / 'p' / 'requirements.txt'} in that environment" in out
     assert (
         cause
         < out.index("Last lines of the output:")

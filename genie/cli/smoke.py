@@ -87,7 +87,7 @@ def run_smoke(
             raise GenieError(_("cannot smoke-test here: ") + why)
         ui.warn(_("smoke test not run: ") + why)
         return
-    runner.require_packages(project, python)  # before announcing a run
+    runner.require_packages(project, python, target)  # before announcing a run
     ui.info(_("\nSmoke test: a few real training steps under torchrun..."))
     report(runner.run(project, target, options), target)
 
@@ -99,6 +99,8 @@ def report(result: SmokeResult, target: Path) -> None:
 
     ui.verdict(result)
     if not result.passed:
-        found = signatures.explain(result.output, result.returncode, result.timed_out)
+        found = signatures.explain(
+            result.output, result.returncode, result.timed_out, project=target
+        )
         ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
         raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))

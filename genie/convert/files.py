@@ -52,6 +52,13 @@ def commands(output: Path, layout: Layout) -> list[launch.Command]:
     return result
 
 
+# as in the generated projects' launch scripts
+OMP = (
+    "# One OpenMP thread per process (torchrun's own default, set here so it does not warn).\n"
+    'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"\n'
+)
+
+
 def launch_scripts(output: Path, layout: Layout) -> dict[str, str]:
     """launch/<stem>.sh, and launch/<stem>_multi_node.sh for several nodes."""
     name, stem, n = output.name, output.stem, layout.nproc_per_node
@@ -61,7 +68,7 @@ def launch_scripts(output: Path, layout: Layout) -> dict[str, str]:
             "#!/usr/bin/env bash\n"
             f"# Train {name} on this machine: {n} processes, one per GPU (or CPU worker).\n"
             f"# Extra arguments go to {name}.\n"
-            'set -euo pipefail\ncd "$(dirname "$0")/.."\n'
+            f'set -euo pipefail\n{OMP}cd "$(dirname "$0")/.."\n'
             f'exec {single} "$@"\n'
         )
     }
@@ -81,7 +88,7 @@ def launch_scripts(output: Path, layout: Layout) -> dict[str, str]:
             f"# Train {name} on {layout.nodes} nodes x {n} processes (static rendezvous at "
             f"{layout.master_addr}:{layout.master_port}).\n"
             f"# Run on every node with its own NODE_RANK (0 on {layout.master_addr}).\n"
-            'set -euo pipefail\ncd "$(dirname "$0")/.."\nNODE_RANK="${1:-}"\n'
+            f'set -euo pipefail\n{OMP}cd "$(dirname "$0")/.."\nNODE_RANK="${{1:-}}"\n'
             f'if [[ ! "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= {layout.nodes} )); then\n'
             f'    echo "{usage}  (NODE_RANK: 0-{layout.nodes - 1})" >&2\n'
             "    exit 2\nfi\nshift\n"

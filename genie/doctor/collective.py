@@ -157,6 +157,7 @@ def collective(ctx: Context) -> Result:
                 ),
             )
         first.detail += _("; with NCCL_P2P_DISABLE=1 too: {d}").format(d=retry.detail)
-    known = explain(first.output, 1)
+    # a signature's fix; not the fallback's (it points at a traceback doctor does not print)
+    known = [e for e in explain(first.output, 1) if e.id != "rank_raised"]
     fix = known[0].fix if known else _("run it under torchrun with NCCL_DEBUG=INFO to see why")
     return Result("collective", "fail", first.detail, fix)

@@ -112,12 +112,17 @@ def nccl(ctx: Context) -> Result:
 def gpus(ctx: Context) -> Result:
     smi = nvidia_smi(ctx)
     if not smi.found:
-        wanted = ctx.spec is not None and ctx.spec.gpus_per_node > 0
+        if ctx.spec is not None and ctx.spec.gpus_per_node > 0:
+            return Result(
+                "gpus",
+                "fail",
+                _(
+                    "no nvidia-smi: no NVIDIA driver here; the project trains on GPUs ({n} per node)"
+                ).format(n=ctx.spec.gpus_per_node),
+                _("run it (and genie doctor) on a GPU node, or install the NVIDIA driver"),
+            )
         return Result(
-            "gpus",
-            "fail" if wanted else "pass",
-            _("no nvidia-smi: no NVIDIA driver here (fine for CPU training)"),
-            _("install the NVIDIA driver, or run on a GPU node") if wanted else "",
+            "gpus", "pass", _("no nvidia-smi: no NVIDIA driver here (fine for CPU training)")
         )
     if smi.error is not None:
         return Result(

@@ -38,14 +38,21 @@ def check_target(target: Path, force: bool) -> bool:
         raise GenieError(_("{t} exists and is not a directory; pick another path").format(t=target))
     if not target.is_dir() or not any(target.iterdir()):
         return False
-    if not force:
+    if force:
+        return True
+    if _previous_run(target) is not None:
         raise GenieError(
             _(
-                "{t} is not empty; pick a new directory, or pass --force to add genie's files "
-                "(genie never deletes or overwrites files it did not write)"
-            ).format(t=target)
+                "{t} is a genie project already; to write it again from its answers: genie new "
+                "{t} --yes --answers {a} --force (files you changed are never overwritten)"
+            ).format(t=target, a=target / ANSWERS_FILE)
         )
-    return True
+    raise GenieError(
+        _(
+            "{t} is not empty; pick a new directory, or pass --force to add genie's files "
+            "(genie never deletes or overwrites files it did not write)"
+        ).format(t=target)
+    )
 
 
 def _check_overwrites(target: Path, files: dict[str, bytes]) -> None:

@@ -4,6 +4,7 @@ share one signature, ``run(spec, project, options) -> SmokeResult``."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def run(spec: Spec, project: Path, options: RunOptions, on_slurm: bool = False) 
         return slurm.run(spec, project, options)
     if not (project / "train.py").is_file():
         raise GenieError(_("{p} has no train.py: is it a genie project?").format(p=project))
-    require_packages(spec, options.python)
+    require_packages(spec, options.python, project)
     if spec.multi_node and FRAMEWORKS[spec.framework].torchrun:
         return nodes.run(spec, project, options)
     return local.run(spec, project, options)
@@ -61,12 +62,16 @@ def missing_packages(spec: Spec, python: str = sys.executable) -> list[str]:
     return out.split()
 
 
-def require_packages(spec: Spec, python: str) -> None:
+def require_packages(spec: Spec, python: str, project: Path) -> None:
     missing = missing_packages(spec, python)
     if missing:
         raise SmokeFailed(
             _(
-                "the smoke test runs in {py}, which lacks {pkgs}: pip install -r "
-                "requirements.txt there (or pass genie smoke --python PATH), then try again"
-            ).format(py=python, pkgs=", ".join(missing))
+                "the smoke test runs in {py}, which lacks {pkgs}: pip install -r {req} there "
+                "(or pass genie smoke --python PATH), then try again"
+            ).format(
+                py=python,
+                pkgs=", ".join(missing),
+                req=shlex.quote(str(project / "requirements.txt")),
+            )
         )

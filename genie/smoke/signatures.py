@@ -4,6 +4,8 @@ found in its output, each with its cause and fix. Pure: text in, explanations ou
 from __future__ import annotations
 
 import re
+import shlex
+from pathlib import Path
 
 from genie.i18n import _
 from genie.smoke.known_failures import SIGNATURES, Explanation, Signature
@@ -20,9 +22,14 @@ _RAISED = Signature(
 )
 
 
-def explain(output: str, returncode: int | None, timed_out: bool = False) -> list[Explanation]:
-    """Every known signature found in a failed run's output, in table order."""
+def explain(
+    output: str, returncode: int | None, timed_out: bool = False, project: Path | None = None
+) -> list[Explanation]:
+    """Every known signature found in a failed run's output, in table order; ``project``
+    (where the run's code is) makes the fixes name its files by path."""
     text = strip_prefixes(output)
+    where = {"requirements": shlex.quote(str(project / "requirements.txt")) if project else
+             "requirements.txt"}  # fmt: skip
     found = []
     for sig in SIGNATURES:
         if sig.timed_out is not None and sig.timed_out != timed_out:
@@ -30,7 +37,7 @@ def explain(output: str, returncode: int | None, timed_out: bool = False) -> lis
         m = re.search(sig.pattern, text, re.MULTILINE)
         if m is None:
             continue
-        values = {k: v for k, v in m.groupdict().items() if v is not None}
+        values = {**where, **{k: v for k, v in m.groupdict().items() if v is not None}}
         if sig.id == "hung":
             values["where"] = _where_ranks_were(output)
         evidence = "" if sig.id == "hung" else _line_at(text, m.start())

@@ -69,6 +69,13 @@ TASK_CHOICES = {key: task.summary for key, task in TASKS.items()}
 FRAMEWORK_CHOICES = {key: f.summary for key, f in FRAMEWORKS.items()}
 TORCH_CHOICES = {minor: _("not verified by genie yet") for minor in compat.UNVERIFIED}
 TORCH_MARKS = {minor: _("unverified") for minor in compat.UNVERIFIED}
+TORCH_WARNINGS = {
+    minor: _(
+        "torch {v} is not verified by genie yet: the code follows its announced APIs; "
+        "run the smoke test on that version before a long job"
+    ).format(v=minor)
+    for minor in compat.UNVERIFIED
+}
 
 
 SCHEDULER_CHOICES = {
@@ -139,7 +146,7 @@ FIELDS: tuple[Field, ...] = (
         "torch", str, _("PyTorch version?"),
         _("The version your cluster runs; the generated code uses only its APIs."),
         default=_default_torch, choices=compat.SUPPORTED, normalize=normalize_minor,
-        choice_help=TORCH_CHOICES, marks=TORCH_MARKS,
+        choice_help=TORCH_CHOICES, marks=TORCH_MARKS, warnings=TORCH_WARNINGS,
     ),
     Field(
         "python", str, _("Python version on the cluster?"),
