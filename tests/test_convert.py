@@ -460,6 +460,17 @@ def test_corpus_conversion_matches_its_golden_output_and_report(corpus, name):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+def test_every_reported_line_is_a_line_of_code_of_the_script(corpus, name):
+    """The report's "line N" is where the changed statement is, not the blank or comment
+    line above it that a new statement took over from the one it replaced."""
+    lines = (CORPUS / f"{name}.py").read_text().splitlines()
+    for change in corpus[name].changes:
+        if change.line:
+            code = lines[change.line - 1].strip()
+            assert code and not code.startswith("#"), (change.line, change.what)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_corpus_conversion_is_black_clean_and_compiles(corpus, name):
     code = corpus[name].code
     assert black.format_str(code, mode=black.Mode()) == code

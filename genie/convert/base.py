@@ -42,15 +42,23 @@ class Context:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def line(self, node: cst.CSTNode) -> int:
-        """The original line of ``node``, or of its first descendant that existed there."""
+        """The original line of ``node``: that of its first descendant that existed there.
+        Rewritten nodes are new objects, so this is often a whitespace leaf they kept; the
+        blank and comment lines above a statement (its ``leading_lines``) are skipped, else
+        the report would name the line above."""
         todo: list[cst.CSTNode] = [node]
+        above = 0  # the line after the leading lines: where a statement made anew starts
         while todo:
             current = todo.pop(0)
+            if isinstance(current, cst.EmptyLine):
+                lines = [self.positions[n].start.line for n in walk(current) if n in self.positions]
+                above = max([above, *(x + 1 for x in lines)])
+                continue
             where = self.positions.get(current)
             if where is not None:
                 return where.start.line
             todo[:0] = list(current.children)
-        return 0
+        return above
 
     def change(self, node: cst.CSTNode, what: str) -> None:
         self.changes.append(Change(self.line(node), what))
