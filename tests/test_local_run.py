@@ -1,0 +1,32 @@
+"""A project planned for the cluster, run on the machine that made it (a laptop, CPU only):
+its own scripts adapt as `genie smoke` does, and say so in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_big_models import project, run_in
+
+CPU_FP16 = """
+    import os
+    import torch
+    torch.cuda.is_available = lambda: False
+    os.environ["RANK"] = "{rank}"
+    import config
+    print("PRECISION", config.parse_args(["--precision", "fp16"]).precision)
+"""
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf", "dp"])
+def test_fp16_on_a_machine_without_cuda_trains_in_bf16_and_says_so_once(
+    tmp_path, gpu_machine, framework
+):
+    directory = project(tmp_path, gpu_machine, framework=framework, precision="fp16")
+    rank0 = run_in(directory, CPU_FP16.format(rank=0))
+    assert rank0.returncode == 0, rank0.stderr
+    assert "PRECISION bf16" in rank0.stdout
+    assert rank0.stderr.strip() == (
+        "no CUDA here: training in bf16 instead of fp16 (--precision fp32 for full precision)"
+    )
+    rank1 = run_in(directory, CPU_FP16.format(rank=1))  # the others adapt too, silently
+    assert "PRECISION bf16" in rank1.stdout and rank1.stderr == ""
