@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ import torch
 from genie.smoke import hosts
 from genie.smoke import nodes as smoke_nodes
 from genie.smoke.plan import RunOptions
+from genie.smoke.signatures import SIGNATURES
+from genie.smoke.torchrun_output import strip_prefixes
 from genie.spec import build_spec
 
 from ..conftest import run_genie
@@ -282,13 +285,24 @@ def torchrun_alone(rank: int, rdzv: str, master: str = MASTER, conf: str = "") -
 
 
 TORCH_ALONE = {
-    # signature: (rendezvous, node 1's host, node 1's master, started nodes, seconds, conf)
+    # signature: (rendezvous, node 1's host, node 1's master, started nodes, seconds, conf);
+    # the run is stopped once its failure is in the log, or after the seconds (a loaded
+    # machine is slow to get there), except hostname_unresolved: node 0 is killed after them
     "hostname_unresolved": ("c10d", {}, MASTER, (0, 1), 15, ""),
-    "loopback_peer": ("static", {"own_name": "127.0.1.1"}, MASTER, (0, 1), 20, ""),
-    "full_mesh": ("static", {"decoy": True, "own_name": "decoy"}, MASTER, (0, 1), 20, ""),
-    "no_route": ("c10d", {}, f"{hosts.SUBNET}.9", (0, 1), 25, ",read_timeout=8"),
-    "rendezvous_timeout": ("c10d", {}, MASTER, (1,), 25, ",read_timeout=8"),
+    "loopback_peer": ("static", {"own_name": "127.0.1.1"}, MASTER, (0, 1), 90, ""),
+    "full_mesh": ("static", {"decoy": True, "own_name": "decoy"}, MASTER, (0, 1), 90, ""),
+    "no_route": ("c10d", {}, f"{hosts.SUBNET}.9", (0, 1), 90, ",read_timeout=8"),
+    "rendezvous_timeout": ("c10d", {}, MASTER, (1,), 90, ",read_timeout=8"),
 }
+
+
+def failed_with(signature: str, logs: list[Path]) -> bool:
+    """Whether the logs show that failure yet (torchrun's output is still being written)."""
+    if signature == "hostname_unresolved":
+        return False  # it comes only once node 0 is gone
+    pattern = next(s.pattern for s in SIGNATURES if s.id == signature)
+    text = strip_prefixes("".join(log.read_text(errors="replace") for log in logs))
+    return re.search(pattern, text, re.MULTILINE) is not None
 
 
 @pytest.mark.parametrize("signature", list(TORCH_ALONE))
@@ -310,6 +324,9 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
                                               stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            if failed_with(signature, [logs[k] for k in started]):
+                time.sleep(2)  # the rest of that rank's error
+                break
             time.sleep(0.5)
         if signature == "hostname_unresolved":
             net.hosts[0].kill_all()  # node 0 gone: node 1 sees its store close
@@ -319,8 +336,6 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
     log.write_text("".join(logs[k].read_text(errors="replace") for k in started))
     result = run_genie("explain", str(log))
     assert result.returncode == 0, log.read_text()[-3000:]
-    from genie.smoke.signatures import SIGNATURES
-
     cause = next(s.cause for s in SIGNATURES if s.id == signature).split("{")[0]
     assert cause in result.stdout.replace("\n", " ").replace("  ", " "), result.stdout
     if signature == "hostname_unresolved":

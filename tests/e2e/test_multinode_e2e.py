@@ -49,7 +49,12 @@ def test_two_simulated_nodes_train_through_the_multi_node_script(tmp_path, frame
 
 
 def test_c10d_works_with_this_hosts_own_non_loopback_address(tmp_path, cpu_machine, monkeypatch):
-    """Loopback hides the c10d host-matching failure (is_host): use the real address."""
+    """Loopback hides the c10d host-matching failure (is_host): use the real address. Where
+    separate hosts can be made (root with iproute2, as in CI), every two-host c10d run above
+    already uses real addresses (10.77.0.x on veth pairs), so this shared-stack variant is
+    for machines without them."""
+    if hosts.unavailable() is None:
+        pytest.skip("covered by the two-host c10d runs, on real addresses")
     address = detect.non_loopback_ip()
     if address is None:
         pytest.skip("this host has no non-loopback IPv4 address")
