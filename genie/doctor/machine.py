@@ -117,7 +117,8 @@ def gpus(ctx: Context) -> Result:
                 "gpus",
                 "fail",
                 _(
-                    "no nvidia-smi: no NVIDIA driver here; the project trains on GPUs ({n} per node)"
+                    "no nvidia-smi: no NVIDIA driver here; "
+                    "the project trains on GPUs ({n} per node)"
                 ).format(n=ctx.spec.gpus_per_node),
                 _("run it (and genie doctor) on a GPU node, or install the NVIDIA driver"),
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
@@ -93,7 +92,10 @@ def test_the_timeout_kills_every_agent_and_worker_of_every_node(tmp_path):
     project = generate(tmp_path, *MULTI, "--rdzv", "static")
     inject(project, SEED_ANCHOR, "    if dist.get_rank() == 2:\n        time.sleep(3600)\n")
     started = time.monotonic()
-    result = run_genie("smoke", str(project), "--timeout", "30", **CPU_ENV)
+    # its own temporary directory: another test's nodes may be running at the same time
+    own = tmp_path / "tmp"
+    own.mkdir()
+    result = run_genie("smoke", str(project), "--timeout", "30", TMPDIR=str(own), **CPU_ENV)
     assert result.returncode == 1 and "timed out after 30 s" in result.stderr
     assert time.monotonic() - started < 90
-    assert _processes_under(os.path.join(tempfile.gettempdir(), "genie-nodes-")) == []
+    assert _processes_under(str(own)) == []

@@ -209,7 +209,7 @@ def test_a_chosen_tracker_that_is_not_installed_is_named_with_the_fix(tmp_path):
         pytest.skip("wandb is installed here")
     result = run_genie("new", "p", "--yes", "--tracker", "wandb", cwd=tmp_path, **CPU_ENV)
     assert result.returncode == 1
-    assert "lacks wandb: pip install -r requirements.txt" in result.stderr
+    assert f"lacks wandb: pip install -r {tmp_path / 'p' / 'requirements.txt'}" in result.stderr
     assert "wandb>=" in (tmp_path / "p" / "requirements.txt").read_text()
     # and train.py itself, run without genie, says the same in one line
     run = subprocess.run(

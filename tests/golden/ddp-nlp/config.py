@@ -132,8 +132,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.smoke:
         args.num_workers = 0
     if args.precision == "fp16" and not torch.cuda.is_available():
-        # fp16 with a loss scaler needs CUDA: on a CPU machine (a laptop trying the project
-        # planned for the cluster) train in bf16, as genie smoke tests it there
+        # fp16 with a loss scaler needs CUDA: on a CPU machine (the laptop that
+        # made the project, say) train in bf16, as genie smoke tests it there
         args.precision = "bf16"
         if os.environ.get("RANK", "0") == "0":
             print(
