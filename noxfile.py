@@ -7,7 +7,7 @@
 
 For each torch minor the session generates a project with genie for that version (and the
 Python it needs), creates a fresh virtual environment with that Python (from pyenv), installs
-the project's own requirements.txt into it, and runs `genie smoke --python <that venv>`: the
+the project's own requirements (requirements-torch.txt and requirements.txt) into it, and runs `genie smoke --python <that venv>`: the
 project trains under torchrun in exactly the environment its requirements describe.
 """
 
@@ -62,7 +62,8 @@ def smoke(session: nox.Session, torch: str) -> None:
         session.run(interpreter(python), "-m", "venv", str(venv))
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
         session.run(*pip, "--upgrade", "pip")
-        session.run(*pip, "-r", str(project / "requirements.txt"))
+        session.run(*pip, "-r", str(project / "requirements-torch.txt"),
+                    "-r", str(project / "requirements.txt"))  # fmt: skip
         session.run(str(venv / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable")
         session.run(
             sys.executable, "-m", "genie", "smoke", str(project),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import shutil
 import socket
@@ -20,6 +21,15 @@ class Machine:
     python: str  # running interpreter, "3.11"
     hostname: str
     slurm: bool = False  # sbatch on PATH, or running inside a SLURM allocation
+    # what the hostname resolves to here; None where it does not resolve (or was not looked up)
+    hostname_addresses: tuple[str, ...] | None = None
+
+    @property
+    def hostname_loopback(self) -> bool:
+        """The hostname resolves here, to loopback only (Debian's 127.0.1.1 for its own name)."""
+        return bool(self.hostname_addresses) and all(
+            ipaddress.ip_address(a.split("%")[0]).is_loopback for a in self.hostname_addresses or ()
+        )
 
 
 def gpu_count() -> int:
@@ -51,12 +61,17 @@ def installed_torch() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def machine() -> Machine:
+    from genie.doctor.network import resolve
+
+    hostname = socket.gethostname()
+    addresses = resolve(hostname)
     return Machine(
         gpus=gpu_count(),
         torch=installed_torch(),
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
-        hostname=socket.gethostname(),
+        hostname=hostname,
         slurm=slurm_available(),
+        hostname_addresses=tuple(addresses) if isinstance(addresses, list) else None,
     )
 
 

@@ -58,12 +58,18 @@ def summary(spec: Spec, machine: Machine | None = None) -> None:
     for warning in spec.warnings():
         warn(warning)
     if machine is not None and spec.multi_node and spec.master_addr == machine.hostname:
-        warn(
-            _(
+        if machine.hostname_addresses is None:  # a loopback one is refused (no default)
+            warning = _(
+                "the master address is this machine's hostname ({h}), the default, which does "
+                "not resolve here: genie cannot tell whether the other nodes reach it; pass "
+                "--master-addr with node 0's IP to be sure"
+            )
+        else:
+            warning = _(
                 "the master address is this machine's hostname ({h}), the default: every "
                 "node must reach it by that name, or pass --master-addr"
-            ).format(h=machine.hostname)
-        )
+            )
+        warn(warning.format(h=machine.hostname))
 
 
 def warn(message: str) -> None:
@@ -189,7 +195,8 @@ def explain(found: list[Explanation], tail: list[str], project: str, footer: boo
             c.print(f"  [red]•[/] {escape(e.cause)}")
             if e.evidence:
                 c.print("    " + _("seen: ") + e.evidence, markup=False, style="dim")
-            c.print("    [green]" + escape(_("fix:")) + "[/] " + escape(e.fix))
+            # soft_wrap: a fix holds commands to paste, never broken into two lines
+            c.print("    [green]" + escape(_("fix:")) + "[/] " + escape(e.fix), soft_wrap=True)
     else:
         c.print("\n" + _("No known failure signature matched the output."), markup=False)
     if tail:

@@ -32,6 +32,8 @@ def start_paused(cwd: Path, point: str, *args: str) -> subprocess.Popen:
         [*GENIE, "new", "proj", "--yes", "--no-smoke", *args],
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
+        # Ctrl-C reaches it even where pytest runs as a shell's background job (SIGINT ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     assert proc.stderr is not None

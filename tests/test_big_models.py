@@ -108,7 +108,7 @@ def test_every_barrier_goes_through_dist_utils_which_names_the_gpu_before_torch_
     dist_utils = GOLDEN / variant / "dist_utils.py"
     if not dist_utils.exists():
         return
-    requirements = (GOLDEN / variant / "requirements.txt").read_text()
+    requirements = (GOLDEN / variant / "requirements-torch.txt").read_text()
     old = any(f"torch>={v}," in requirements for v in ("1.13", "2.0", "2.1", "2.2"))
     named = [c for c in calls(ast.parse(dist_utils.read_text()), "dist.barrier") if c.keywords]
     assert bool(named) == old, variant

@@ -205,6 +205,7 @@ def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monke
         cli.main(["smoke", str(tmp_path / "proj")])
     out, err = capsys.readouterr()
     assert exit_.value.code == 1 and "lacks tqdm" in err
+    # torch is there: the rest only, the torch installed stays
     assert f"pip install -r {tmp_path / 'proj' / 'requirements.txt'} there" in err
     assert "Smoke test" not in out
 
@@ -237,6 +238,42 @@ def test_a_defaulted_master_address_is_pointed_out_in_the_summary(cpu_machine, c
     ui.summary(build_spec({"name": "p", "nodes": 2, "master_addr": "10.0.0.1"}, cpu_machine),
                cpu_machine)  # fmt: skip
     assert "master address" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "addresses, said",
+    [(None, "does not resolve here: genie cannot tell"), (("10.0.0.7",), "must reach it by")],
+)
+def test_a_defaulted_master_address_says_what_genie_knows_of_it(
+    cpu_machine, capsys, addresses, said
+):
+    import dataclasses
+
+    from genie import ui
+    from genie.spec import build_spec
+
+    machine = dataclasses.replace(cpu_machine, hostname_addresses=addresses)
+    ui.summary(build_spec({"name": "p", "nodes": 2}, machine), machine)
+    assert said in capsys.readouterr().out
+
+
+def test_a_default_master_address_resolving_to_loopback_is_refused(tmp_path, monkeypatch, capsys):
+    """Debian maps a machine's own name to 127.0.1.1: the other nodes would be sent there."""
+    from genie import cli, detect
+
+    loopback = detect.Machine(0, "2.14.1", "3.11", "vm", hostname_addresses=("127.0.1.1",))
+    monkeypatch.setattr(detect, "machine", lambda: loopback)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["new", str(tmp_path / "p"), "--yes", "--no-smoke", "--nodes", "2"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "'vm' is not valid: the default, this machine's hostname, resolves here to " in err
+    assert "127.0.1.1 (loopback)" in err and "pass --master-addr with node 0's IP" in err
+    assert not (tmp_path / "p").exists()
+    # given explicitly, an address is the user's to choose (genie doctor checks it on node 0)
+    cli.main(["new", str(tmp_path / "p"), "--yes", "--no-smoke", "--nodes", "2",
+              "--master-addr", "10.0.0.1"])  # fmt: skip
+    assert (tmp_path / "p" / "train.py").is_file()
 
 
 def test_an_unverified_torch_is_named_in_the_summary(cpu_machine, capsys):

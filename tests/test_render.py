@@ -167,13 +167,20 @@ def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
 
 
 def test_requirements_pin_the_chosen_torch_and_framework(rendered):
-    def requirements(variant: str) -> str:
-        return rendered[variant]["requirements.txt"].decode()
+    def requirements(variant: str, name: str = "requirements.txt") -> str:
+        return rendered[variant][name].decode()
 
-    assert requirements("torch1.13-py3.10").splitlines()[1:] == [
-        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "six", "pytest>=7", "numpy<2",
-    ]  # fmt: skip
-    assert "torch>=2.14,<2.15\n" in requirements("cpu-default")
+    def pins(variant: str, name: str = "requirements.txt") -> list[str]:
+        return [x for x in requirements(variant, name).splitlines() if not x.startswith("#")]
+
+    # torch (and the packages built against it) in a file of their own: the rest installs
+    # into an environment with another torch without replacing it
+    assert pins("torch1.13-py3.10", "requirements-torch.txt") == ["torch>=1.13,<1.14"]
+    assert pins("torch1.13-py3.10") == ["tqdm>=4.64", "tensorboard>=2.10", "six", "pytest>=7",
+                                        "numpy<2"]  # fmt: skip
+    assert pins("ddp-cv", "requirements-torch.txt") == ["torch>=2.14,<2.15",
+                                                        "torchvision>=0.29,<0.30"]  # fmt: skip
+    assert "torch" not in " ".join(pins("ddp-cv"))
     assert "numpy" not in requirements("cpu-default")
     # the tracker's package only when chosen; tqdm in every project (log lines go above
     # the bar through tqdm.write, whoever draws the bar)
@@ -183,7 +190,7 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
     assert all(
         f"{p}>=" in requirements("hf-nlp") for p in ("transformers", "accelerate", "datasets")
     )
-    assert "torchvision>=0.29,<0.30" in requirements("dp-cv")
+    assert "torchvision>=0.29,<0.30" in requirements("dp-cv", "requirements-torch.txt")
 
 
 def test_user_text_is_never_rendered_as_jinja(cpu_machine):

@@ -195,7 +195,7 @@ def test_an_import_that_fails_names_the_missing_module(tmp_path):
     out = torchrun(tmp_path, "--standalone", "--nproc-per-node=1", "--tee=3", str(job))
     [found] = explain(text(out), out.returncode)
     assert found.id == "missing_package" and "'genie_no_such_module'" in found.cause
-    assert "pip install -r requirements.txt" in found.fix
+    assert "pip install -r requirements-torch.txt -r requirements.txt" in found.fix
 
 
 def test_torch_without_numpy_is_the_numpy_signature(tmp_path):
@@ -244,7 +244,9 @@ def test_a_failed_smoke_test_explains_itself_and_points_to_doctor(tmp_path):
     out = result.stdout
     cause = out.index("Likely cause")
     assert "the package providing 'genie_no_such_module' is not installed" in out
-    assert f"pip install -r {tmp_path / 'p' / 'requirements.txt'} in that environment" in out
+    folder = tmp_path / "p"
+    install = f"-r {folder / 'requirements-torch.txt'} -r {folder / 'requirements.txt'}"
+    assert f"pip install {install} in that environment" in out
     assert (
         cause
         < out.index("Last lines of the output:")

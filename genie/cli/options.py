@@ -16,7 +16,7 @@ from genie.spec.questions import FIELDS
 
 _DEFAULTS_SHOWN = {
     "name": _("the directory's name"),
-    "master_addr": _("this machine's hostname"),
+    "master_addr": _("this machine's hostname, unless it resolves to loopback here"),
     "gpus_per_node": _("the GPUs found here"),
     "torch": _("the installed torch if supported, else {v}").format(v=NEWEST),
     "python": _("this Python, within what the torch version supports"),

@@ -10,12 +10,17 @@ from genie.compat.libraries import (
     LIBRARY_FEATURES,
     LIBRARY_LINES,
     PROGRESS_PACKAGE,
+    REQUIREMENTS,
+    TORCH_FAMILY,
+    TORCH_REQUIREMENTS,
     TRACKER_PACKAGES,
     LibraryLine,
+    install_command,
     library_features,
     library_line,
     packages,
     requirements,
+    split_torch,
 )
 from genie.compat.torch import (
     FEATURES,
@@ -38,8 +43,9 @@ from genie.compat.torch import (
 
 __all__ = [
     "FEATURES", "FSDP_CPU_FROM", "LIBRARY_FEATURES", "LIBRARY_LINES", "NEWEST", "PROGRESS_PACKAGE",
-    "RELEASES", "SUPPORTED", "TRACKER_PACKAGES", "UNVERIFIED", "LibraryLine", "TorchRelease",
-    "Version", "compile_problem", "features", "format_minor", "fsdp_needs_gpus", "fsdp_problem",
+    "RELEASES", "REQUIREMENTS", "SUPPORTED", "TORCH_FAMILY", "TORCH_REQUIREMENTS",
+    "TRACKER_PACKAGES", "UNVERIFIED", "LibraryLine", "TorchRelease", "Version", "compile_problem",
+    "features", "format_minor", "fsdp_needs_gpus", "fsdp_problem", "install_command",
     "library_features", "library_line", "packages", "parse_minor", "python_problem",
-    "release", "requirements",
+    "release", "requirements", "split_torch",
 ]  # fmt: skip

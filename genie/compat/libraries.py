@@ -6,7 +6,10 @@ Facts and their sources: ``shared/reference/pytorch-compat.md`` (sections 6-9).
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from genie.compat.torch import Version, features, format_minor, parse_minor, release
 from genie.registry import FRAMEWORKS, TASKS
@@ -140,3 +143,23 @@ def requirements(
     if not features(minor)["numpy2"]:
         lines.append("numpy<2")
     return lines
+
+
+# Built against one torch release: the cluster's pins, kept in a file of their own so that a
+# machine with another torch (the laptop that made the project) can install the rest.
+TORCH_FAMILY = ("torch", "torchvision")
+REQUIREMENTS, TORCH_REQUIREMENTS = "requirements.txt", "requirements-torch.txt"
+
+
+def split_torch(lines: list[str]) -> tuple[list[str], list[str]]:
+    """``requirements()`` lines as (the torch family's, the rest)."""
+    family = [x for x in lines if re.split(r"[<>=!~;\[ ]", x, maxsplit=1)[0] in TORCH_FAMILY]
+    return family, [x for x in lines if x not in family]
+
+
+def install_command(project: Path | None = None, torch: bool = True) -> str:
+    """The pip line for a project's requirements: with its torch pins (the cluster's), or
+    without them, keeping the torch installed; its files by path when ``project`` is given."""
+    names = [TORCH_REQUIREMENTS, REQUIREMENTS] if torch else [REQUIREMENTS]
+    paths = [shlex.quote(str(project / n)) if project else n for n in names]
+    return "pip install " + " ".join(f"-r {p}" for p in paths)

@@ -40,7 +40,7 @@ def python(ctx: Context) -> Result:
 def torch(ctx: Context) -> Result:
     info = torch_info(ctx)
     if "error" in info:
-        return Result("torch", "fail", info["error"], _("pip install -r requirements.txt"))
+        return Result("torch", "fail", info["error"], compat.install_command(ctx.project_dir))
     build = (
         _("CUDA {v}").format(v=info["cuda"])
         if info.get("cuda")

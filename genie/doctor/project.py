@@ -47,7 +47,7 @@ def satisfies(version: str, specifier: str) -> bool:
 
 
 def pins(ctx: Context) -> dict[str, str]:
-    """Package -> specifier, by the rules genie pinned the project's requirements.txt with."""
+    """Package -> specifier, by the rules genie pinned the project's requirements with."""
     spec = ctx.spec
     assert spec is not None
     lines = compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
@@ -71,7 +71,9 @@ def packages(ctx: Context) -> Result | None:
         return Result(
             "packages", "fail", _("cannot ask {py}: {why}").format(py=ctx.python, why=why(err))
         )
-    good, bad = [], []
+    good: list[str] = []
+    bad: list[str] = []
+    other_torch: list[str] = []
     for name, specifier in wanted.items():
         version = installed.get(name)
         if version is None and not specifier:
@@ -79,14 +81,26 @@ def packages(ctx: Context) -> Result | None:
         if version is None:
             bad.append(_("{n} missing (wants {s})").format(n=name, s=specifier))
         elif not satisfies(version, specifier):
-            bad.append(_("{n} {v} (wants {s})").format(n=name, v=version, s=specifier))
+            found = _("{n} {v} (wants {s})").format(n=name, v=version, s=specifier)
+            (other_torch if name in compat.TORCH_FAMILY else bad).append(found)
         else:
             good.append(f"{name} {version}")
-    requirements = (ctx.project_dir / "requirements.txt") if ctx.project_dir else None
-    fix = _("pip install -r {r}").format(r=requirements or "requirements.txt")
+    torch_missing = any(installed.get(n) is None for n in compat.TORCH_FAMILY if n in wanted)
     if bad:
-        detail = "; ".join(bad) + (_("; fine: {g}").format(g=", ".join(good)) if good else "")
+        detail = "; ".join(bad + other_torch)
+        detail += _("; fine: {g}").format(g=", ".join(good)) if good else ""
+        # a torch of another version stays: it may be this machine's on purpose
+        fix = compat.install_command(ctx.project_dir, torch=torch_missing)
         return Result("packages", "fail", detail, fix)
+    if other_torch:
+        detail = _(
+            "{found}: another torch than the one planned (the cluster's), fine for a local "
+            "test; the rest is as pinned"
+        ).format(found="; ".join(other_torch))
+        fix = _("where the project really runs: {install}").format(
+            install=compat.install_command(ctx.project_dir)
+        )
+        return Result("packages", "warn", detail, fix)
     return Result("packages", "pass", ", ".join(good))
 
 

@@ -79,10 +79,12 @@ def _launch_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
 
 def _project_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
     gettext = translations().gettext if tr is None else tr.gettext
+    torch = spec.torch
     return [
         ("tests/test_smoke.py", gettext("pytest: 2-process CPU training, checkpoints, resume")),
         ("pytest.ini", gettext("pytest settings: this directory is the rootdir wherever it sits")),
-        ("requirements.txt", gettext("pinned dependencies for torch {v}").format(v=spec.torch)),
+        ("requirements-torch.txt", gettext("torch {v}, pinned (the cluster's)").format(v=torch)),
+        ("requirements.txt", gettext("the other pinned dependencies")),
         ("README.md", gettext("how to run and adapt the project")),
         *([("README.zh-CN.md", gettext("README.md in Chinese"))] if spec.docs_lang == "zh" else []),
         (".gitignore", gettext("keeps checkpoints and caches out of git")),

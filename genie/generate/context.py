@@ -16,6 +16,9 @@ from genie.spec import Spec
 
 def context(spec: Spec) -> dict[str, Any]:
     """Everything the templates see, computed once from the spec."""
+    torch_lines, rest = compat.split_torch(
+        compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
+    )
     return {
         **asdict(spec),  # fields that do not apply are None
         # the framework's registry entry: what shared templates may branch on (torchrun,
@@ -25,9 +28,13 @@ def context(spec: Spec) -> dict[str, Any]:
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
         "libs": compat.library_features(spec.torch, spec.python),
-        "requirements": compat.requirements(
-            spec.torch, spec.python, spec.framework, spec.task, spec.tracker
-        ),
+        # the cluster's torch in requirements-torch.txt, the rest in requirements.txt
+        "requirements_torch": torch_lines,
+        "requirements": rest,
+        "install": {
+            "cluster": compat.install_command(),
+            "rest": compat.install_command(torch=False),
+        },
         **_texts(spec, translations("en")),  # README.md
         "zh": _texts(spec, translations("zh")) if spec.docs_lang == "zh" else None,
         "wrapper": "FSDP" if spec.strategy == "fsdp" else FRAMEWORKS[spec.framework].wrapper,

@@ -98,7 +98,7 @@ def texts(spec: Spec) -> dict[str, str]:
     shape = f"{spec.nodes} node(s) x {spec.processes_per_node} process(es)"
     image = (
         f"The image ({spec.image}) must hold this folder at {K8S_WORKDIR} with "
-        "requirements.txt installed; set it with genie's --image."
+        "requirements-torch.txt and requirements.txt installed; set it with genie's --image."
     )
     checked = (
         "genie validated this manifest against the CRD schema; it did not run it on a cluster."

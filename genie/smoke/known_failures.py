@@ -135,17 +135,14 @@ SIGNATURES: tuple[Signature, ...] = (
         _("this torch was built against NumPy 1.x and NumPy 2 is installed (or none is)"),
         _(
             'pip install "numpy<2" (genie pins it for torch below 2.3), or upgrade torch; '
-            "pip install -r {requirements}"
+            "{install}"
         ),
     ),
     Signature(
         "missing_package",
         r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
         _("the package providing '{module}' is not installed in the interpreter that ran"),
-        _(
-            "pip install -r {requirements} in that environment (or genie smoke --python PATH "
-            "to use another one)"
-        ),
+        _("{install} in that environment (or genie smoke --python PATH to use another one)"),
     ),
     Signature(
         "killed",

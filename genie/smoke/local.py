@@ -97,9 +97,9 @@ def _version_notes(spec: Spec, machine: Machine) -> list[str]:
     if found:
         found.append(
             _(
-                "to test the real versions: pip install -r requirements.txt into an environment "
-                "with Python {py}, then genie smoke --python PATH/TO/ITS/python"
-            ).format(py=spec.python)
+                "to test the real versions: {install} into an environment with Python {py}, "
+                "then genie smoke --python PATH/TO/ITS/python"
+            ).format(install=compat.install_command(), py=spec.python)
         )
     return found
 

@@ -4,7 +4,6 @@ share one signature, ``run(spec, project, options) -> SmokeResult``."""
 from __future__ import annotations
 
 import importlib.util
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -67,11 +66,12 @@ def require_packages(spec: Spec, python: str, project: Path) -> None:
     if missing:
         raise SmokeFailed(
             _(
-                "the smoke test runs in {py}, which lacks {pkgs}: pip install -r {req} there "
+                "the smoke test runs in {py}, which lacks {pkgs}: {install} there "
                 "(or pass genie smoke --python PATH), then try again"
             ).format(
                 py=python,
                 pkgs=", ".join(missing),
-                req=shlex.quote(str(project / "requirements.txt")),
+                # with a torch there (another version, say), keep it: the rest only
+                install=compat.install_command(project, torch="torch" in missing),
             )
         )

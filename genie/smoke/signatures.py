@@ -4,9 +4,9 @@ found in its output, each with its cause and fix. Pure: text in, explanations ou
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
+from genie import compat
 from genie.i18n import _
 from genie.smoke.known_failures import SIGNATURES, Explanation, Signature
 from genie.smoke.torchrun_output import main_stacks, strip_prefixes
@@ -28,8 +28,7 @@ def explain(
     """Every known signature found in a failed run's output, in table order; ``project``
     (where the run's code is) makes the fixes name its files by path."""
     text = strip_prefixes(output)
-    where = {"requirements": shlex.quote(str(project / "requirements.txt")) if project else
-             "requirements.txt"}  # fmt: skip
+    where = {"install": compat.install_command(project)}
     found = []
     for sig in SIGNATURES:
         if sig.timed_out is not None and sig.timed_out != timed_out:

@@ -115,6 +115,8 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
             values[f.name] = ask(f, default(f, values, machine), values)
         else:
             values[f.name] = default(f, values, machine)
+            if values[f.name] is None and f.no_default is not None:
+                raise SpecError(f.label, *f.no_default(machine))
     return values
 
 

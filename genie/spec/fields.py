@@ -46,6 +46,9 @@ class Field:
     marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
     optional: bool = False  # an empty answer means "not set" (None)
+    # why this machine offers no default (the default is None here), for a run without the
+    # wizard: (the value the default would have been, what to do instead)
+    no_default: Callable[[Machine], tuple[str, str]] | None = None
 
     @property
     def flag(self) -> str:

@@ -105,6 +105,20 @@ def _slurm_field(name: str, question: str, help: str, check: Callable[[str], str
     )
 
 
+def _master_default(answers: Answers, machine: Machine) -> str | None:
+    """This machine's hostname, unless it resolves here to loopback only (the other nodes
+    would be told to meet at 127.0.x.x: genie doctor fails that, so genie new offers none)."""
+    return None if machine.hostname_loopback else machine.hostname
+
+
+def _no_master_default(machine: Machine) -> tuple[str, str]:
+    return machine.hostname, _(
+        "the default, this machine's hostname, resolves here to {a} (loopback), which the "
+        "other nodes cannot reach; pass --master-addr with node 0's IP as the other nodes "
+        "see it (ip -4 addr on node 0)"
+    ).format(a=", ".join(machine.hostname_addresses or ()))
+
+
 def _torchrun(answers: Answers) -> bool:
     return FRAMEWORKS[str(answers.get("framework"))].torchrun
 
@@ -123,8 +137,8 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "master_addr", str, _("Master address (node 0's hostname or IP)?"),
         _("Every node connects here to find the others; it must be reachable from all nodes."),
-        default=lambda answers, machine: machine.hostname, check=check_master_addr,
-        applies=_multi_node,
+        default=_master_default, check=check_master_addr, applies=_multi_node,
+        no_default=_no_master_default,
     ),
     Field(
         "master_port", int, _("Master port?"),

@@ -25,6 +25,12 @@ OFFLINE = {
 }
 
 
+# Lightning's notices a project has answered: the val metrics are reduced by the project
+# itself, torchrun starts the ranks, a cloud logger advertisement, a torch deprecation inside
+# Lightning.
+NOISE = ("sync_dist=True", "`srun` command is available", "litlogger", "LeafSpec")
+
+
 @dataclass(frozen=True)
 class ComboRun:
     """One combination made by ``genie new`` (its smoke test included), then the generated
@@ -82,6 +88,9 @@ def test_every_framework_and_task_generates_and_passes_its_smoke_test(combo_runs
     # line is glued onto it
     assert "it/s" not in result.stdout and "\r" not in result.stdout
     assert not [x for x in result.stdout.splitlines() if "[default1]" in x and "it/s" in x]
+    # Lightning's notices the project has answered are silenced (quiet_answered_notices)
+    noise = [x for x in (result.stdout + result.stderr).splitlines() if any(n in x for n in NOISE)]
+    assert not noise
 
 
 # The scalars each framework writes to TensorBoard (its own names where it has them).
@@ -128,6 +137,40 @@ def test_every_combination_logs_validates_checkpoints_and_passes_its_own_tests(c
     checkpoints = trained / "checkpoints"
     for name in CHECKPOINTS[framework]:
         assert list(checkpoints.glob(name)), sorted(p.name for p in checkpoints.iterdir())
+
+
+# Offline, each task that downloads says so in one line: every framework, the two tasks
+# crossed (the download code is the task's, the stop-together is the framework's).
+UNAVAILABLE = {
+    "ddp-cv": "CIFAR-10 could not be downloaded into ",
+    "lightning-nlp": "the dataset imdb or the tokenizer of distilbert-base-uncased could not",
+    "hf-cv": "CIFAR-10 could not be downloaded into ",
+    "dp-nlp": "the dataset imdb or the tokenizer of distilbert-base-uncased could not",
+}
+NO_NETWORK = {**OFFLINE, "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+
+
+@pytest.mark.parametrize("combo", [p for p in COMBO_PARAMS if p.values[0] in UNAVAILABLE])
+def test_offline_the_data_that_cannot_be_had_is_named_in_one_line(combo_runs, combo, tmp_path):
+    """Not the urllib or Hub traceback on every rank, then gloo's lost peer."""
+    run = combo_runs(combo)
+    assert run.new.returncode == 0, run.new.stderr
+    args = ["--epochs", "1", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--log-dir", str(tmp_path / "runs")]  # fmt: skip
+    if combo.endswith("-cv"):
+        args += ["--download-dir", str(tmp_path / "data")]
+    env = {**os.environ, **NO_NETWORK, "HF_HOME": str(tmp_path / "hf"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    done = subprocess.run(["bash", "launch/single_node.sh", *args], cwd=run.project, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    said = [line for line in output.splitlines() if UNAVAILABLE[combo] in line]
+    assert len(said) == 1, output[-3000:]
+    assert "--data-dir" in said[0] or "--data-files" in said[0]
+    # the ranks stopped together, quietly: torchrun's own summary is the only traceback
+    assert str(run.project / "data.py") not in output and "Connection closed" not in output
+    assert output.count("Traceback") <= (1 if combo != "dp-nlp" else 0), output[-3000:]
 
 
 def torchrun(project: Path, nproc: int, *args: str) -> subprocess.CompletedProcess:

@@ -50,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def prepare(args: argparse.Namespace) -> None:
     """Download or preprocess once per node (local rank 0, while the node's other ranks
-    wait); synthetic data needs nothing."""
+    wait); synthetic data needs nothing. Where the data cannot be had (offline, say),
+    ``raise SystemExit("what is missing: the flag that fixes it")``: that one line is
+    shown and every rank stops."""
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:

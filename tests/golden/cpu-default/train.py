@@ -184,8 +184,7 @@ def build_loaders(
     args: argparse.Namespace, device: torch.device
 ) -> tuple[DataLoader, DataLoader]:
     # Once per node: without a shared disk, every node needs its own download.
-    with dist_utils.node_first():
-        data.prepare(args)
+    dist_utils.node_first(lambda: data.prepare(args))
     train_set, val_set = split_dataset(args)
     # Each rank reads a disjoint shard of every epoch. drop_last: no short last batch
     # (BatchNorm cannot normalize a batch of one sample).

@@ -115,10 +115,21 @@ def load_texts(args: argparse.Namespace) -> tuple[list[str], list[int], int]:
 
 def prepare(args: argparse.Namespace) -> None:
     """Download the dataset and tokenizer once per node (local rank 0); the node's other
-    ranks then read its cache."""
-    if not args.smoke:
+    ranks then read its cache. Offline (compute nodes often are), stop with one line
+    that says what to pass instead."""
+    if args.smoke:
+        return
+    try:
         load_texts(args)
         load_tokenizer(args)
+    except OSError as err:  # no network, or not in the Hugging Face cache
+        what = err.__class__.__name__ + ": " + (str(err).splitlines() or [""])[0]
+        raise SystemExit(
+            f"the dataset {args.dataset} or the tokenizer of {args.model_name} could "
+            f"not be loaded ({what}): pass --dataset csv (or json, parquet) "
+            "--data-files FILE and --model-name with a local folder, or fill the "
+            "Hugging Face cache (HF_HOME) where there is network"
+        ) from None
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:

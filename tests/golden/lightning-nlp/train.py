@@ -37,7 +37,7 @@ from config import parse_args
 from evaluation import real_samples, split_dataset
 from model import blocks, build_model
 from optim import build_optimizer, lr_schedule
-from tracking import Throughput, make_logger
+from tracking import Throughput, make_logger, quiet_answered_notices
 
 log = logging.getLogger("train")
 
@@ -48,10 +48,6 @@ class DataModule(L.LightningDataModule):
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__()
         self.args = args
-
-    def prepare_data(self) -> None:
-        # Downloads: once per node (local rank 0), before setup() on every rank.
-        data.prepare(self.args)
 
     def setup(self, stage: str) -> None:
         self.train_set, self.val_set = split_dataset(self.args)
@@ -255,6 +251,7 @@ def logs_above_the_bar() -> Iterator[None]:
 
 
 def train(args: argparse.Namespace) -> None:
+    quiet_answered_notices()
     L.seed_everything(args.seed, workers=True)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     module = Classifier(args)
@@ -266,6 +263,9 @@ def train(args: argparse.Namespace) -> None:
     resume, required = None, args.resume or args.eval_only
     if dist_utils.any_rank(required or restarted):
         resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
+    # Downloads once per node (local rank 0 first), before setup() on every rank: not
+    # in prepare_data, where a failed download leaves the others in Lightning's barrier.
+    dist_utils.node_first(lambda: data.prepare(args))
     datamodule = DataModule(args)
     if args.eval_only:
         with logs_above_the_bar():

@@ -1,11 +1,13 @@
 """Progress, logs and the experiment tracker (Lightning's loggers write from global
-rank 0 only)."""
+rank 0 only), and the Lightning notices this project has answered."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import time
+import warnings
 
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -48,3 +50,21 @@ def make_logger(args: argparse.Namespace):
             f"--tracker {args.tracker}: {err}; pip install it, or pass --tracker none"
         ) from None
     return False
+
+
+def quiet_answered_notices() -> None:
+    """Silence the notices Lightning prints that this project has already answered."""
+    # val/loss and val/accuracy are logged after the project's own all-reduce of
+    # their sums (on_validation_epoch_end): exact, sync_dist would average them again.
+    warnings.filterwarnings(
+        "ignore", message=r"It is recommended to use `self.log\('val"
+    )
+    # The ranks are started by torchrun, or by srun in launch/slurm.sbatch: never by a
+    # plain python under SLURM, which is what this hint is for.
+    warnings.filterwarnings("ignore", message=r"The `srun` command is available")
+    # Lightning 2.6 calls a pytree check newer torch deprecates: nothing to do here.
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`")
+    # An advertisement for a cloud logger; this project logs with --tracker.
+    for part in ("pytorch", "fabric"):
+        rank_zero = logging.getLogger(f"lightning.{part}.utilities.rank_zero")
+        rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())

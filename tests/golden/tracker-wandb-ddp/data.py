@@ -76,9 +76,18 @@ def eval_transform(size: int) -> transforms.Compose:
 
 def prepare(args: argparse.Namespace) -> None:
     """Download once per node (local rank 0: torchvision's download is not safe to race,
-    and a node without a shared disk needs its own copy)."""
-    if not args.smoke and args.data_dir is None:
+    and a node without a shared disk needs its own copy). Offline (compute nodes often
+    are), stop with one line that says what to pass instead."""
+    if args.smoke or args.data_dir is not None:
+        return
+    try:
         datasets.CIFAR10(args.download_dir, train=True, download=True)
+    except OSError as err:  # no network: URLError, socket errors
+        raise SystemExit(
+            f"CIFAR-10 could not be downloaded into {args.download_dir}/ ({err}): pass "
+            "--data-dir with an image folder (one subfolder per class), or download it "
+            "where there is network and copy it into --download-dir"
+        ) from None
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:

@@ -3,7 +3,6 @@ that every rank must take together."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import gc
@@ -11,7 +10,7 @@ import logging
 import os
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -78,19 +77,23 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-@contextlib.contextmanager
-def node_first() -> Iterator[None]:
-    """Run the body on local rank 0 of every node first, then on the other ranks.
-
-    Downloads and caches go to each node's own disk: once per node, not once per
-    job (without a shared filesystem, other nodes would have no data).
-    """
+def node_first(prepare: Callable[[], None]) -> None:
+    """Run ``prepare`` (downloads, caches) on local rank 0 of every node, then on the
+    other ranks: once per node, not once per job (without a shared disk, other nodes
+    would have no data). Where it fails, every rank stops together: the node's first
+    process says why (data.prepare says it in one line), the others exit quietly
+    instead of losing their peer in a barrier."""
     first = int(os.environ.get("LOCAL_RANK", "0")) == 0
-    if not first:
-        barrier()
-    yield
+    failure: BaseException | None = None
     if first:
-        barrier()
+        try:
+            prepare()
+        except (Exception, SystemExit) as err:
+            failure = err
+    if any_rank(failure is not None):  # the others wait here
+        raise failure if failure is not None else SystemExit(1)
+    if not first:
+        prepare()
 
 
 def barrier() -> None:

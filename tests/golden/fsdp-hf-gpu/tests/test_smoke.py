@@ -1,6 +1,6 @@
 """The project's own smoke test: real training on CPU for a few steps.
 
-    pip install -r requirements.txt
+    pip install -r requirements-torch.txt -r requirements.txt
     pytest
 
 It runs ``train.py --smoke`` (tiny model, synthetic data, nothing downloaded)

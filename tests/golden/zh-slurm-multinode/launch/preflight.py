@@ -36,21 +36,23 @@ NODE, NODES = int(os.environ["NODE_RANK"]), int(os.environ["NNODES"])
 MASTER, PORT = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 CHECKPOINTS = ROOT / os.environ.get("PREFLIGHT_CHECKPOINT_DIR", "checkpoints")
 IFNAME = "GLOO_SOCKET_IFNAME"  # launch/network.sh exports the interface it chose
+INSTALL = "pip install -r requirements-torch.txt -r requirements.txt"
 # What must be the same on every node, with the fix when it is not
 SAME = {
     "nnodes": "set the same NNODES on every node",
     "nproc": "set the same NPROC_PER_NODE on every node",
     "python": "use the same Python on every node",
-    "torch": "install the same torch on every node (pip install -r requirements.txt)",
+    "torch": f"install the same torch on every node ({INSTALL})",
     "cuda": "install the same torch build (CUDA version) on every node",
     "nccl": "install the same torch build (NCCL version) on every node",
 }
 
 
 def packages() -> dict[str, str | None]:
-    """The installed version of every package requirements.txt names, and numpy."""
+    """The installed version of every package the requirements files name, and numpy."""
     names = {"numpy"}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+    files = ("requirements-torch.txt", "requirements.txt")
+    for line in "\n".join((ROOT / f).read_text() for f in files).splitlines():
         name = line.split("#")[0].strip().split(";")[0]
         for mark in "<>=!~[ ":
             name = name.split(mark)[0]
@@ -67,7 +69,11 @@ def packages() -> dict[str, str | None]:
 
 def code() -> dict[str, str]:
     """A hash of each file of the project's code (tests aside)."""
-    files = [*ROOT.glob("*.py"), *ROOT.glob("launch/*"), ROOT / "requirements.txt"]
+    files = [
+        *ROOT.glob("*.py"),
+        *ROOT.glob("launch/*"),
+        *ROOT.glob("requirements*.txt"),
+    ]
     return {
         str(f.relative_to(ROOT)): hashlib.sha256(f.read_bytes()).hexdigest()[:12]
         for f in sorted(files)
@@ -134,7 +140,7 @@ def differences(nodes: list[dict]) -> tuple[list[str], list[str]]:
             values = ", ".join(f"node {n['node']} {n[key]}" for n in nodes)
             fails.append(f"{key} differs ({values}): {fix}")
     kinds = {
-        "packages": "pip install -r requirements.txt on every node",
+        "packages": f"{INSTALL} on every node",
         "code": "copy the same project to every node",
     }
     for kind, fix in kinds.items():
@@ -252,12 +258,13 @@ def judge(store, token: str) -> int:
     ):
         time.sleep(0.1)
     (CHECKPOINTS / token).unlink(missing_ok=True)
-    Path(os.environ["PREFLIGHT_FACTS"]).write_text(
-        json.dumps({"nodes": arrived, "fails": fails, "warns": warns})
-    )
     if fails:
         print(table(arrived, []), file=sys.stderr)
         return verdict(fails, warns)
+    # for the torchrun stage that follows (it removes the file)
+    Path(os.environ["PREFLIGHT_FACTS"]).write_text(
+        json.dumps({"nodes": arrived, "warns": warns})
+    )
     return 0
 
 
@@ -334,9 +341,7 @@ def check() -> int:
         return 0 if summed else 1
     met = json.loads(Path(os.environ["PREFLIGHT_FACTS"]).read_text())
     Path(os.environ["PREFLIGHT_FACTS"]).unlink(missing_ok=True)
-    fails = met["fails"] + (
-        [] if summed else [f"all_reduce over {world} ranks gave a wrong sum"]
-    )
+    fails = [] if summed else [f"all_reduce over {world} ranks gave a wrong sum"]
     extra = [
         ("all_reduce", f"{'ok' if summed else 'WRONG'} ({world} ranks, {backend})"),
         ("bandwidth", f"{gbps:.2f} GB/s bus bandwidth (all_reduce of 16 MB)"),
