@@ -21,6 +21,11 @@ from .variants import VARIANTS
 GOLDEN = ROOT / "tests" / "golden"
 
 
+# One worker renders every variant once for all of this module's tests (about 15 s of CPU),
+# instead of each xdist worker rendering them all again.
+pytestmark = pytest.mark.xdist_group("render")
+
+
 @pytest.fixture(scope="module")
 def rendered(request) -> dict[str, dict[str, bytes]]:
     from genie.detect import Machine

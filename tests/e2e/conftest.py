@@ -21,6 +21,56 @@ CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 ELASTIC_TRAINING = ("--epochs", "3", "--eval-every", "3")
 
 
+OFFLINE = {
+    **CPU_ENV,
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+def combo_group(combo: str) -> pytest.MarkDecorator:
+    """The xdist group of the tests that share ``combo_runs(combo)``."""
+    return pytest.mark.xdist_group(f"combo-{combo}")
+
+
+@dataclass(frozen=True)
+class ComboRun:
+    """One framework-task combination made by ``genie new`` (its smoke test included), then
+    the generated project's own pytest, its temporary folders kept under ``basetemp``."""
+
+    project: Path
+    new: subprocess.CompletedProcess
+    own_tests: subprocess.CompletedProcess
+    basetemp: Path
+
+
+@pytest.fixture(scope="session")
+def combo_runs(tmp_path_factory) -> Callable[[str], ComboRun]:
+    """combo_runs(combo): that combination's ComboRun, made on first use (the tests of a
+    combination share one xdist group, so it is made once)."""
+    made: dict[str, ComboRun] = {}
+
+    def get(combo: str) -> ComboRun:
+        if combo not in made:
+            framework, task = combo.split("-")
+            root = tmp_path_factory.mktemp(combo)
+            # ddp-custom is genie's default: made by `genie new NAME --yes` alone
+            flags = [] if combo == "ddp-custom" else ["--framework", framework, "--task", task]
+            new = run_genie("new", combo, "--yes", *flags, cwd=root, **OFFLINE)
+            basetemp = root / "own-tests"
+            own = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 f"--basetemp={basetemp}", "tests"],
+                cwd=root / combo, env={**os.environ, **OFFLINE}, capture_output=True, text=True,
+                timeout=900,
+            ) if new.returncode == 0 else subprocess.CompletedProcess([], 1, "", "")  # fmt: skip
+            made[combo] = ComboRun(root / combo, new, own, basetemp)
+        return made[combo]
+
+    return get
+
+
 def elastic_group(framework: str) -> pytest.MarkDecorator:
     """The xdist group of the tests that share ``elastic_runs(framework)``."""
     return pytest.mark.xdist_group(f"elastic-{framework}")

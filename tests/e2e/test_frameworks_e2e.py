@@ -6,68 +6,21 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ..conftest import run_genie
 from ..variants import COMBOS
-from .test_smoke_e2e import CPU_ENV, generate, report_of
+from .conftest import OFFLINE, combo_group
+from .test_smoke_e2e import generate, report_of
 
 pytestmark = pytest.mark.e2e
-OFFLINE = {
-    **CPU_ENV,
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-}
-
-
 # Lightning's notices a project has answered: the val metrics are reduced by the project
 # itself, torchrun starts the ranks, a cloud logger advertisement, a torch deprecation inside
 # Lightning.
 NOISE = ("sync_dist=True", "`srun` command is available", "litlogger", "LeafSpec")
-
-
-@dataclass(frozen=True)
-class ComboRun:
-    """One combination made by ``genie new`` (its smoke test included), then the generated
-    project's own pytest, its temporary folders kept under ``basetemp``."""
-
-    project: Path
-    new: subprocess.CompletedProcess
-    own_tests: subprocess.CompletedProcess
-    basetemp: Path
-
-
-@pytest.fixture(scope="session")
-def combo_runs(tmp_path_factory) -> Callable[[str], ComboRun]:
-    """combo_runs(combo): that combination's ComboRun, made on first use (both tests of a
-    combination share one xdist group, so it is made once)."""
-    made: dict[str, ComboRun] = {}
-
-    def get(combo: str) -> ComboRun:
-        if combo not in made:
-            framework, task = combo.split("-")
-            root = tmp_path_factory.mktemp(combo)
-            new = run_genie("new", combo, "--yes", "--framework", framework, "--task", task,
-                            cwd=root, **OFFLINE)  # fmt: skip
-            basetemp = root / "own-tests"
-            own = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 f"--basetemp={basetemp}", "tests"],
-                cwd=root / combo, env={**os.environ, **OFFLINE}, capture_output=True, text=True,
-                timeout=900,
-            ) if new.returncode == 0 else subprocess.CompletedProcess([], 1, "", "")  # fmt: skip
-            made[combo] = ComboRun(root / combo, new, own, basetemp)
-        return made[combo]
-
-    return get
-
-
-COMBO_PARAMS = [pytest.param(c, marks=pytest.mark.xdist_group(f"combo-{c}")) for c in COMBOS]
+COMBO_PARAMS = [pytest.param(c, marks=combo_group(c)) for c in COMBOS]
 
 
 @pytest.mark.parametrize("combo", COMBO_PARAMS)

@@ -15,6 +15,7 @@ import pytest
 from genie.smoke import contract
 
 from ..conftest import run_genie
+from .conftest import combo_group
 
 pytestmark = pytest.mark.e2e
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
@@ -50,8 +51,11 @@ def processes_in(directory: Path) -> list[int]:
     return pids
 
 
-def test_genie_new_yes_generates_and_really_trains_on_two_processes(tmp_path):
-    result = run_genie("new", "demo", "--yes", cwd=tmp_path, **CPU_ENV)
+@combo_group("ddp-custom")
+def test_genie_new_yes_generates_and_really_trains_on_two_processes(combo_runs):
+    """`genie new NAME --yes` alone (the ddp-custom combination's run)."""
+    made = combo_runs("ddp-custom")
+    result = made.new
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     report = report_of(result.stdout)
     assert report["world_size"] == 2 and report["backend"] == "gloo"
@@ -60,7 +64,7 @@ def test_genie_new_yes_generates_and_really_trains_on_two_processes(tmp_path):
     assert "[rank 0]" in result.stdout and "[rank 1]" not in result.stdout  # rank 0 logs alone
     assert "PASS" in result.stdout
     # and again on the existing project
-    again = run_genie("smoke", "demo", cwd=tmp_path, **CPU_ENV)
+    again = run_genie("smoke", made.project.name, cwd=made.project.parent, **CPU_ENV)
     assert again.returncode == 0 and "PASS" in again.stdout
 
 
