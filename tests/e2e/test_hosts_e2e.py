@@ -85,9 +85,11 @@ def test_a_case_that_should_work_passes_the_preflight(projects, tmp_path, case):
 
 
 @pytest.mark.parametrize("args", [["--preflight"], ["--smoke"]], ids=["preflight", "training"])
-def test_node_1_started_20_seconds_before_node_0_passes(projects, tmp_path, args):
+def test_node_1_started_15_seconds_before_node_0_passes(projects, tmp_path, args):
+    """Node 0 then needs seconds of its own to listen (torch's import): at 20 s, a loaded
+    2-core CI machine once took the other 7 s of the 27 s wait."""
     dirs = copies(projects["c10d"], tmp_path, 2)
-    late = [Node(hosts.HostConfig("node0"), start_after=20), Node(hosts.HostConfig("node1"))]
+    late = [Node(hosts.HostConfig("node0"), start_after=15), Node(hosts.HostConfig("node1"))]
     runs = run_nodes(dirs, late, args, timeout=150)
     assert [r.returncode for r in runs] == [0, 0], runs[1].output[-3000:]
     out = runs[0].output + runs[1].output

@@ -29,8 +29,8 @@ from pathlib import Path
 MARKER = "GENIE_PREFLIGHT "  # the verdict line genie's smoke test reads
 ROOT = Path(__file__).resolve().parents[1]
 STARTED = time.monotonic()
-# Seconds to wait for the other nodes: a node started up to 20 s before node 0 still
-# passes, and one that never starts is named within 30 s.
+# Seconds to wait for the other nodes: a node started some 15 s before node 0 still
+# passes (node 0 needs seconds to listen); one that never starts is named within 30 s.
 WAIT = float(os.environ.get("PREFLIGHT_WAIT", "27"))
 NODE, NODES = int(os.environ["NODE_RANK"]), int(os.environ["NNODES"])
 MASTER, PORT = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
