@@ -130,7 +130,13 @@ def verdict(result: SmokeResult, title: str | None = None) -> None:
     )
     if r:
         table.add_row(_("steps"), str(r.get("steps")))
-        table.add_row(_("loss"), f"{_fmt(r.get('first_loss'))} → {_fmt(r.get('last_loss'))}")
+        if "epoch_loss" in r:  # genie smoke: the first step, the last epoch's mean
+            loss = _("{first} (first step) → {last} (last epoch's mean)").format(
+                first=_fmt(r.get("first_loss")), last=_fmt(r.get("epoch_loss"))
+            )
+        else:
+            loss = f"{_fmt(r.get('first_loss'))} → {_fmt(r.get('last_loss'))}"
+        table.add_row(_("loss"), loss)
         if p.devices is not None:
             weights = _("one copy (DataParallel): nothing to compare across processes")
         else:

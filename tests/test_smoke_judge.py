@@ -13,8 +13,8 @@ from genie.spec import build_spec
 
 GOOD = {
     "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
-    "first_loss": 2.3, "last_loss": 2.1, "params_in_sync": True, "val_accuracy": 0.5,
-    "checkpoint_loads": True,
+    "first_loss": 2.3, "last_loss": 0.2, "epoch_loss": 0.4, "params_in_sync": True,
+    "val_accuracy": 0.5, "checkpoint_loads": True,
 }  # fmt: skip
 
 
@@ -40,6 +40,10 @@ def test_a_good_report_with_exit_0_passes(cpu_plan):
         ({"params_in_sync": False}, 0, "parameters differ across ranks"),
         ({"last_loss": float("nan")}, 0, "last_loss is not finite"),
         ({"first_loss": None}, 0, "first_loss is not finite"),
+        ({"epoch_loss": float("inf")}, 0, "epoch_loss is not finite"),
+        # did not learn: a gradient that does not descend leaves the loss where it began
+        ({"epoch_loss": 2.4}, 0, "the model did not learn: the last epoch's mean loss 2.4000"),
+        ({"epoch_loss": 1.2}, 0, "is not below 50% of the first step's 2.3000"),
         ({"steps": 0}, 0, "no optimizer step was taken"),
         ({"checkpoint_loads": False}, 0, "does not load back into a fresh model"),
         ({"val_accuracy": None}, 0, "no validation accuracy in [0, 1]"),
@@ -50,6 +54,13 @@ def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, proble
     reports = verdict.parse_reports([line({**GOOD, **change})])
     problems = verdict.judge(cpu_plan, returncode, reports)
     assert any(problem in p for p in problems), problems
+
+
+def test_a_loss_that_fell_to_the_threshold_passes_and_just_above_fails(cpu_plan):
+    at = {**GOOD, "epoch_loss": contract.LEARNED * GOOD["first_loss"]}
+    assert verdict.judge(cpu_plan, 0, verdict.parse_reports([line(at)])) == []
+    above = {**at, "epoch_loss": at["epoch_loss"] * 1.001}
+    assert verdict.judge(cpu_plan, 0, verdict.parse_reports([line(above)])) != []
 
 
 def test_no_report_line_fails_even_with_exit_0(cpu_plan):

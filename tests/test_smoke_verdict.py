@@ -15,8 +15,8 @@ from genie.spec import build_spec
 
 GOOD = {
     "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
-    "first_loss": 2.3, "last_loss": 2.1, "params_in_sync": True, "val_accuracy": 0.5,
-    "checkpoint_loads": True,
+    "first_loss": 2.3, "last_loss": 0.2, "epoch_loss": 0.4, "params_in_sync": True,
+    "val_accuracy": 0.5, "checkpoint_loads": True,
 }  # fmt: skip
 REPORT = contract.MARKER + json.dumps(GOOD)
 

@@ -105,14 +105,24 @@ def _launched(p: SmokePlan, report: dict[str, Any]) -> list[str]:
 
 
 def _trained(report: dict[str, Any]) -> list[str]:
-    """Steps were taken and the losses are finite."""
+    """Steps were taken, the losses are finite, and the model learned: the last epoch's
+    mean loss is well below the first step's loss."""
     problems = []
     if not isinstance(report["steps"], int) or report["steps"] < 1:
         problems.append(_("no optimizer step was taken"))
-    for key in ("first_loss", "last_loss"):
+    finite = True
+    for key in ("first_loss", "last_loss", "epoch_loss"):
         value = report[key]
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             problems.append(_("{key} is not finite: {v}").format(key=key, v=value))
+            finite = False
+    if finite and report["epoch_loss"] > contract.LEARNED * report["first_loss"]:
+        problems.append(
+            _(
+                "the model did not learn: the last epoch's mean loss {last:.4f} is not "
+                "below {share:.0%} of the first step's {first:.4f}"
+            ).format(last=report["epoch_loss"], share=contract.LEARNED, first=report["first_loss"])
+        )
     return problems
 
 

@@ -17,7 +17,7 @@ from .test_smoke_e2e import report_of
 pytestmark = pytest.mark.e2e
 # What each framework logs when the restarted group resumes from the epoch-0 checkpoint.
 RESUMED = {
-    "ddp": "resumed from interrupted/last.pt at epoch 1, step 7",
+    "ddp": "resumed from interrupted/last.pt at epoch 1, step 8",
     "lightning": "resuming from interrupted/last.ckpt",
     "hf": "resuming from interrupted/checkpoint-9",
 }
@@ -56,7 +56,7 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     log = "\n".join(node.stdout for node in run.nodes)
     assert [n.returncode for n in run.nodes] == [0, 0], log[-5000:]
     assert run.marker.exists(), "the fault never fired: node 1 did not hold rank 1"
-    assert "GENIE_FAULT kill on rank 1 at step 10" in log  # mid-epoch: steps 8-14
+    assert "GENIE_FAULT kill on rank 1 at step 10" in log  # mid-epoch: steps 9-16
     assert RESUMED[framework] in log, log[-5000:]
     if framework == "lightning":  # Lightning's own word that it restored the loop
         assert "Restoring states from the checkpoint path at interrupted/last.ckpt" in log
@@ -65,15 +65,15 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     # the restarted run's own smoke report: its checkpoints hold the weights it ended with
     # (Lightning's last.ckpt too, also when the last epoch is not among the best)
     resumed = report_of(run.nodes[0].stdout)
-    assert resumed["checkpoint_loads"] is True and resumed["steps"] == 21
+    assert resumed["checkpoint_loads"] is True and resumed["steps"] == 24
     straight = run.straight
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr
-    # The restarted run's first step was step 8 (HF: 10), not step 1 (a run started afresh would
+    # The restarted run's first step was step 9 (HF: 10), not step 1 (a run started afresh would
     # end with the same weights too).
     assert resumed["first_loss"] != report_of(straight.stdout)["first_loss"]
     steps_a, a, rng_a = final_state(run.project, framework, "straight")
     steps_b, b, rng_b = final_state(run.project, framework, "interrupted")
-    assert steps_a == steps_b == 21  # the last checkpoint is the end of training
+    assert steps_a == steps_b == 24  # the last checkpoint is the end of training
     assert a.keys() == b.keys()
     for name, tensor in a.items():  # bit-identical on CPU
         assert torch.equal(tensor, b[name]), name

@@ -74,3 +74,22 @@ def test_a_busy_default_port_does_not_break_the_single_node_smoke_test(project):
             assert err.errno == errno.EADDRINUSE
         result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("framework", "task"), [("ddp", "custom"), ("lightning", "cv"), ("hf", "nlp")]
+)
+def test_a_broken_gradient_that_keeps_the_weights_in_sync_fails_the_learning_check(
+    project, tmp_path, framework, task
+):
+    """grad:1:-1 negates rank 1's gradient before the average: the ranks stay identical, the
+    model stops learning, and only the learning check can tell."""
+    if framework != "ddp":
+        made = run_genie("new", "p", "--yes", "--no-smoke", "--framework", framework,
+                         "--task", task, cwd=tmp_path)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        project = tmp_path / "p"
+    result = smoke_with_fault(project, "grad:1:-1")
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "identical on all 2 ranks" in result.stdout  # in sync: that check passes
+    assert "the model did not learn: the last epoch's mean loss" in result.stderr

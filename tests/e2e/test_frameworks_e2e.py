@@ -144,7 +144,7 @@ def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
     assert two.returncode == 0 and one.returncode == 0, two.stdout + two.stderr + one.stderr
     a = torch.load(project / "two" / "last.pt", weights_only=True)
     b = torch.load(project / "one" / "last.pt", weights_only=True)
-    assert a["step"] == b["step"] == 14  # 2 epochs x 7 whole global batches of 8
+    assert a["step"] == b["step"] == 16  # 2 epochs x 8 global batches of 8
     initial = None
     for name, tensor in a["model"].items():
         # fp32 sums in a different order: equal to float tolerance, not bit for bit
@@ -255,8 +255,8 @@ def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkp
     assert resumed in out
     assert "'epoch': '0.14" not in out  # (hf) nothing of the first epoch was trained again
     report = report_of(second.stdout)
-    # one more epoch, not three (58 samples to train: 14 whole batches of 4, or 7 per rank)
-    assert report["steps"] == (42 if framework == "dp" else 21)
+    # one more epoch, not three (--smoke sizes its data to 8 steps per epoch on every rank)
+    assert report["steps"] == 24
 
 
 def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_path):

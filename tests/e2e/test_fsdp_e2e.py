@@ -50,8 +50,8 @@ def test_fsdp_checkpoint_resumes_on_a_different_number_of_processes(tmp_path):
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     second = torchrun(project, 1, "--smoke", "--checkpoint-dir", "ck", "--resume", "--epochs", "3")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "resumed from ck/last.pt at epoch 2, step 14" in second.stdout
+    assert "resumed from ck/last.pt at epoch 2, step 16" in second.stdout
     report = report_of(second.stdout)
-    # 58 samples: 2 epochs x 7 batches of 4 per rank, then 14 whole batches on one rank
-    assert report["world_size"] == 1 and report["steps"] == 14 + 14
+    # --smoke sizes its data to 8 steps per epoch on every rank: 2 epochs, then one more
+    assert report["world_size"] == 1 and report["steps"] == 16 + 8
     assert report["checkpoint_loads"] is True

@@ -228,7 +228,7 @@ def test_a_resume_finds_the_newest_checkpoint_on_whichever_node_has_it(projects,
     (dirs[0] / "ck").rename(dirs[1] / "ck")
     resumed = run_nodes(dirs, two(), [*args, "--resume", "--checkpoint-dir", "ck"])
     assert [r.returncode for r in resumed] == [0, 0], resumed[0].output[-3000:]
-    assert "resuming from step 7 of ck/last.pt: sent by rank 1" in resumed[0].output
+    assert "resuming from step 8 of ck/last.pt: sent by rank 1" in resumed[0].output
     straight = run_nodes(dirs, two(), [*args, "--checkpoint-dir", "straight"])
     assert [r.returncode for r in straight] == [0, 0]
     assert_same_weights(newest(dirs, "ck"), newest(dirs, "straight"))
@@ -246,12 +246,12 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
     with hosts.network(configs) as net:
         procs = lost_and_back(net, dirs, [*args, "--checkpoint-dir", "run"])
     outputs = [p.read_text() for p in procs]
-    assert "resuming from step 7" in "".join(outputs), outputs[0][-3000:]
+    assert "resuming from step 8" in "".join(outputs), outputs[0][-3000:]
     assert_same_weights(newest(dirs, "run"), newest(dirs, "straight"))
 
 
 def lost_and_back(net, dirs: list[Path], args: list[str]) -> list[Path]:
-    """Start both nodes, node 1 to hang at its 10th step (in epoch 1); kill node 1 whole once
+    """Start both nodes, node 1 to hang at its 10th step (in epoch 2); kill node 1 whole once
     it hangs; start it again; wait for both. Returns the nodes' log files."""
     from .hosts import CPU_ENV
 

@@ -38,10 +38,15 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
     ``hang:RANK`` (or ``hang:RANK:STEP``), ``raise:RANK`` and ``exit:RANK:CODE`` at
     its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
     marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
-    train on. RANK ``*``: every rank this environment reaches (one node's)."""
+    train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
+    the ranks average them, at every step: a broken gradient that stays in sync.
+    RANK ``*``: every rank this environment reaches (one node's)."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
     if not kind or rank not in ("*", os.environ.get("RANK", "0")):
+        return
+    if kind == "grad":
+        scale_gradients(model, float(arg))
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
     at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
@@ -72,6 +77,29 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
             fault()
 
     model.register_forward_pre_hook(before_forward)
+
+
+class ScaledGradient(torch.autograd.Function):
+    """The identity forward; backward multiplies the gradient by ``scale``."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad * ctx.scale, None
+
+
+def scale_gradients(model: nn.Module, scale: float) -> None:
+    """Scale every gradient of this rank's backward by ``scale`` (the logits' gradient,
+    so every parameter's), leaving the loss itself as it is."""
+
+    def scaled(module: nn.Module, inputs, logits: torch.Tensor) -> torch.Tensor:
+        return ScaledGradient.apply(logits, scale) if module.training else logits
+
+    model.register_forward_hook(scaled)
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
@@ -132,7 +160,8 @@ def check_run(run, num_classes: int, seconds: float) -> None:
     )
     facts = report(
         run.first_loss, run.last_loss, parameters,
-        val_accuracy=run.monitor.metrics.get("accuracy"), checkpoint_loads=loads,
+        epoch_loss=run.epoch_loss, val_accuracy=run.monitor.metrics.get("accuracy"),
+        checkpoint_loads=loads,
         device=run.device.type, precision=args.precision, steps=run.position.step,
         seconds=round(seconds, 3),
     )  # fmt: skip

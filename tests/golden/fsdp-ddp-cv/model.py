@@ -14,6 +14,9 @@ from torch import nn
 from torchvision.models import ResNet18_Weights, resnet18
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 
+# --smoke's default learning rate: the smoke model learns the smoke data at it
+SMOKE_LR = 2e-3
+
 
 class ImageClassifier(nn.Module):
     def __init__(self, backbone: nn.Module) -> None:

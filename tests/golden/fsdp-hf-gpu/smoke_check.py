@@ -42,10 +42,15 @@ def arm_fault(trainer, marker_dir: Path) -> None:
     ``hang:RANK`` (or ``hang:RANK:STEP``), ``raise:RANK`` and ``exit:RANK:CODE`` at
     its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
     marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
-    train on. RANK ``*``: every rank this environment reaches (one node's)."""
+    train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
+    the ranks average them, at every step: a broken gradient that stays in sync.
+    RANK ``*``: every rank this environment reaches (one node's)."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
     if not kind or rank not in ("*", os.environ.get("RANK", "0")):
+        return
+    if kind == "grad":
+        scale_gradients(trainer, float(arg))
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
     at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
@@ -78,6 +83,31 @@ def arm_fault(trainer, marker_dir: Path) -> None:
         return training_step(*args, **kwargs)
 
     trainer.training_step = faulty_step  # each micro-batch of training
+
+
+class ScaledGradient(torch.autograd.Function):
+    """The identity forward; backward multiplies the gradient by ``scale``."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad * ctx.scale, None
+
+
+def scale_gradients(trainer, scale: float) -> None:
+    """Scale every gradient of this rank's backward by ``scale``, through the loss the
+    model returns (its value, which the Trainer logs, stays as it is)."""
+
+    def scaled(module: nn.Module, inputs, outputs: dict) -> dict:
+        if module.training:
+            outputs["loss"] = ScaledGradient.apply(outputs["loss"], scale)
+        return outputs
+
+    trainer.model.register_forward_hook(scaled)
 
 
 def holds_exactly(model: nn.Module, parameters: list[torch.Tensor]) -> bool:
@@ -157,6 +187,7 @@ def check_run(trainer, recorder, args, fresh: nn.Module) -> None:
     facts = report(
         recorder.first_loss, recorder.last_loss, parameters,
         strategy="fsdp" if is_sharded(trainer.model_wrapped) else "ddp",
+        epoch_loss=recorder.epoch_loss(),
         val_accuracy=max(accuracy) if accuracy else None, checkpoint_loads=loads,
         device="cuda" if torch.cuda.is_available() else "cpu", precision=args.precision,
         steps=trainer.state.global_step,

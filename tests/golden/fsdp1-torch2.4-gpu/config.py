@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -10,10 +11,14 @@ from pathlib import Path
 import torch
 
 import data
+from model import SMOKE_LR
 
-# --smoke defaults: small enough to finish in seconds on two CPU processes.
+# --smoke defaults: small enough to finish in seconds on two CPU processes, with enough
+# optimizer steps (SMOKE_STEPS per epoch, at any world size) for the smoke model to
+# learn at its SMOKE_LR: genie's smoke verdict checks that the loss fell.
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
+SMOKE_STEPS = 8
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +29,9 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
     )
-    parser.add_argument("--lr", type=float, default=0.001)
+    parser.add_argument(
+        "--lr", type=float, help=f"default: 0.001 ({SMOKE_LR} with --smoke)"
+    )
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument(
         "--max-grad-norm",
@@ -126,11 +133,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.epochs = SMOKE_EPOCHS if args.smoke else 3
     if args.batch_size is None:
         args.batch_size = SMOKE_BATCH_SIZE if args.smoke else 32
+    if args.lr is None:
+        args.lr = SMOKE_LR if args.smoke else 0.001
     smoke = Path("smoke") if args.smoke else Path()
     args.checkpoint_dir = args.checkpoint_dir or Path("checkpoints") / smoke
     args.log_dir = args.log_dir or Path("runs") / smoke
     if args.smoke:
         args.num_workers = 0
+        # the samples for SMOKE_STEPS optimizer steps per epoch on every rank, whatever
+        # the world size (torchrun's, or srun's tasks) and the accumulation
+        world_size = int(
+            os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1"))
+        )
+        per_epoch = SMOKE_STEPS * args.batch_size * args.grad_accum * world_size
+        args.smoke_samples = math.ceil(per_epoch / (1 - args.val_fraction))
     if args.precision == "fp16" and not torch.cuda.is_available():
         # fp16 with a loss scaler needs CUDA: on a CPU machine (the laptop that
         # made the project, say) train in bf16, as genie smoke tests it there

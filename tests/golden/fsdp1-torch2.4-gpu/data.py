@@ -3,7 +3,9 @@
 Plug in your own: return map-style ``Dataset``s from ``build_datasets`` whose items
 are dicts of tensors with a ``labels`` entry (the other entries are the model's inputs),
 and give it a ``num_classes`` attribute. Every rank must build the same dataset in the
-same order: ``DistributedSampler`` shards it by index.
+same order: ``DistributedSampler`` shards it by index. Under ``--smoke``, keep data a
+tiny model learns in a few steps, ``args.smoke_samples`` of it (genie's smoke test
+checks that the loss fell).
 """
 
 from __future__ import annotations
@@ -16,19 +18,19 @@ from torch.utils.data import Dataset
 IN_FEATURES = 32
 NUM_CLASSES = 10
 NUM_SAMPLES = 8192
-SMOKE_NUM_SAMPLES = 64
 
 
 class SyntheticClassification(Dataset):
-    """Gaussian inputs labelled by a fixed random linear teacher: learnable."""
+    """One Gaussian cluster per class around a fixed random centre: learnable."""
 
     num_classes = NUM_CLASSES
 
     def __init__(self, num_samples: int, seed: int = 0) -> None:
         generator = torch.Generator().manual_seed(seed)  # the same data on every rank
-        self.features = torch.randn(num_samples, IN_FEATURES, generator=generator)
-        teacher = torch.randn(IN_FEATURES, NUM_CLASSES, generator=generator)
-        self.labels = (self.features @ teacher).argmax(dim=1)
+        centres = torch.randn(NUM_CLASSES, IN_FEATURES, generator=generator)
+        self.labels = torch.randint(NUM_CLASSES, (num_samples,), generator=generator)
+        noise = torch.randn(num_samples, IN_FEATURES, generator=generator)
+        self.features = centres[self.labels] + 0.5 * noise
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -41,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-samples",
         type=int,
-        help=f"default: {NUM_SAMPLES} ({SMOKE_NUM_SAMPLES} with --smoke)",
+        help=f"default: {NUM_SAMPLES} (a few steps' worth with --smoke)",
     )
     # the model's size (model.py), e.g. for measuring memory; default: its own
     parser.add_argument("--hidden", type=int, help="width of the hidden layers")
@@ -58,6 +60,6 @@ def prepare(args: argparse.Namespace) -> None:
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
     """The same samples twice: for training, and for evaluation (which would skip any
     augmentation). The held-out split is made from them in evaluation.py."""
-    default = SMOKE_NUM_SAMPLES if args.smoke else NUM_SAMPLES
+    default = args.smoke_samples if args.smoke else NUM_SAMPLES
     dataset = SyntheticClassification(args.num_samples or default)
     return dataset, dataset

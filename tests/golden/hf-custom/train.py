@@ -74,10 +74,15 @@ class DropLastTrainer(Trainer):
 
 
 class LossRecorder(TrainerCallback):
-    """Keeps the first and latest logged training loss (already averaged over ranks)."""
+    """Keeps the first and latest logged training loss (already averaged over ranks),
+    and the logged losses of the current epoch."""
 
     first_loss: torch.Tensor | None = None
     last_loss: torch.Tensor | None = None
+    epoch_losses: list[float] = []
+
+    def on_epoch_begin(self, args, state, control, **kwargs) -> None:
+        self.epoch_losses = []
 
     def on_log(self, args, state, control, logs=None, **kwargs) -> None:
         if logs and "loss" in logs:
@@ -85,6 +90,15 @@ class LossRecorder(TrainerCallback):
             self.first_loss = (
                 self.last_loss if self.first_loss is None else self.first_loss
             )
+            self.epoch_losses.append(float(logs["loss"]))
+
+    def epoch_loss(self) -> float | None:
+        """The mean logged loss of the last epoch (every step's, under --smoke)."""
+        return (
+            sum(self.epoch_losses) / len(self.epoch_losses)
+            if self.epoch_losses
+            else None
+        )
 
 
 def compute_metrics(prediction) -> dict[str, float]:

@@ -17,6 +17,9 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, BertCon
 
 import data
 
+# --smoke's default learning rate: the smoke model learns the smoke data at it
+SMOKE_LR = 1e-2
+
 
 class TextClassifier(nn.Module):
     def __init__(self, model: nn.Module) -> None:

@@ -2,7 +2,7 @@
 
 Plug in your own: return any ``nn.Module`` from ``build_model`` whose ``forward`` takes
 the dataset's input entries as keyword arguments and returns logits. ``--smoke`` must
-stay tiny and build without downloads.
+stay tiny, build without downloads and learn the smoke data at ``SMOKE_LR``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ class ModelConfig:
     dropout: float = 0.1
 
 
-SMOKE_CONFIG = ModelConfig(hidden=16, depth=1, dropout=0.0)
+SMOKE_CONFIG = ModelConfig(hidden=64, depth=1, dropout=0.0)
+# --smoke's default learning rate: the smoke model learns the smoke data at it
+SMOKE_LR = 2e-2
 
 
 class Block(nn.Sequential):

@@ -59,9 +59,10 @@ class Run:
     monitor: Monitor
     position: checkpoint.Position
     no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    # The first and latest step loss, for --smoke.
+    # The first and latest step loss and the last epoch's mean, for --smoke.
     first_loss: torch.Tensor | None = None
     last_loss: torch.Tensor | None = None
+    epoch_loss: float | None = None
     best_epoch: int | None = None  # this run's epoch (0-based) with the best validation
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -146,6 +147,7 @@ def fit(run: Run, loader: DataLoader) -> None:
         throughput = samples / (time.perf_counter() - started)
         loss = dist_utils.mean_across_ranks(loss_sum / max(batches, 1))
         log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        run.epoch_loss = loss
         accuracy = run.monitor.validate(run.position.step)["accuracy"]
         improved = accuracy > run.position.best  # the same on every rank: all-reduced
         run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)

@@ -16,7 +16,6 @@ import random
 import torch
 from torch.utils.data import Dataset
 
-SMOKE_NUM_SAMPLES = 64
 SMOKE_MAX_LENGTH = 16
 SMOKE_WORDS = {
     0: ["dull", "boring", "awful", "weak"],
@@ -85,13 +84,13 @@ def load_tokenizer(args: argparse.Namespace):
     return AutoTokenizer.from_pretrained(args.model_name)
 
 
-def smoke_texts(seed: int = 0) -> tuple[list[str], list[int]]:
-    """Sentences whose label shows in their words: a model can learn it."""
+def smoke_texts(num_samples: int, seed: int = 0) -> tuple[list[str], list[int]]:
+    """Sentences whose label shows in their words: a model learns it in a few steps."""
     rng = random.Random(seed)  # the same data on every rank
     texts, labels = [], []
-    for _ in range(SMOKE_NUM_SAMPLES):
+    for _ in range(num_samples):
         label = rng.randrange(2)
-        words = rng.choices(SMOKE_FILLER, k=6) + rng.choices(SMOKE_WORDS[label], k=2)
+        words = rng.choices(SMOKE_FILLER, k=2) + rng.choices(SMOKE_WORDS[label], k=6)
         rng.shuffle(words)
         texts.append(" ".join(words))
         labels.append(label)
@@ -136,7 +135,7 @@ def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
     """The tokenized samples, for training and for evaluation (text needs no separate
     evaluation transform). The held-out split is made from them in evaluation.py."""
     if args.smoke:
-        texts, labels = smoke_texts()
+        texts, labels = smoke_texts(args.smoke_samples)
         num_classes = 2
     else:
         texts, labels, num_classes = load_texts(args)

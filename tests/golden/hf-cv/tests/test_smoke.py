@@ -72,3 +72,5 @@ def test_resume_continues_where_training_stopped(first_epoch):
     run_dir, first = first_epoch
     second = train(run_dir, "--epochs", "2", "--resume")
     assert second["steps"] == 2 * first["steps"]  # one more epoch, not two
+    # it learned: the second epoch's mean loss is at most half the first step's
+    assert second["epoch_loss"] <= 0.5 * first["first_loss"]
