@@ -166,7 +166,7 @@ def tracebacks_besides_torchrun(output: str) -> int:
     ("variant", "newest"),
     [
         pytest.param("lightning", "last.ckpt", marks=elastic_group("lightning")),
-        pytest.param("hf", "checkpoint-21", marks=elastic_group("hf")),
+        pytest.param("hf", "checkpoint-24", marks=elastic_group("hf")),
         pytest.param("fsdp", "last.pt", marks=elastic_group("ddp")),
     ],
 )

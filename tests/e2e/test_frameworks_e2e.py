@@ -165,7 +165,8 @@ def test_accumulating_k_batches_of_b_equals_one_batch_of_kb_even_in_a_short_last
     import torch
 
     project = generate(tmp_path, "--lr", "0.01")
-    common = ("--smoke", "--val-fraction", "0.25", "--tracker", "none")
+    # 64 samples (--smoke would size its data to whole steps)
+    common = ("--smoke", "--num-samples", "64", "--val-fraction", "0.25", "--tracker", "none")
     accum = torchrun(project, 1, *common, "--batch-size", "8", "--grad-accum", "4",
                      "--checkpoint-dir", "accum")  # fmt: skip
     whole = torchrun(project, 1, *common, "--batch-size", "16", "--grad-accum", "2",
@@ -230,8 +231,8 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     ("framework", "checkpoint", "resumed"),
     [
         ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
-        ("hf", "checkpoint-14", "'epoch': '2.14"),  # logs start in the third epoch
-        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 28"),
+        ("hf", "checkpoint-16", "'epoch': '2.12"),  # logs start in the third epoch
+        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 16"),
     ],
 )
 def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkpoint, resumed):
@@ -253,7 +254,7 @@ def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkp
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-3000:]
     assert resumed in out
-    assert "'epoch': '0.14" not in out  # (hf) nothing of the first epoch was trained again
+    assert "'epoch': '0.12" not in out  # (hf) nothing of the first epoch was trained again
     report = report_of(second.stdout)
     # one more epoch, not three (--smoke sizes its data to 8 steps per epoch on every rank)
     assert report["steps"] == 24
