@@ -115,3 +115,28 @@ def test_stranded_comments_are_found_and_comments_on_full_lines_are_not():
         "# above the statement it explains\ny = [\n    1,\n    2,\n]\n"
     )
     assert stranded_comments(source) == [2, 6, 9]
+
+
+def keyword_values(call: ast.Call) -> dict[str, str]:
+    return {k.arg: ast.unparse(k.value) for k in call.keywords if k.arg}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_settings_a_hand_tuned_loop_has(variant):
+    """DDP keeps gradients in its buckets; the HF Trainer skips its per-step NaN filter and
+    uses fused AdamW on GPUs; AdamW is fused on GPUs where torch has it (2.0)."""
+    torch_minor = (GOLDEN / variant / ".genie.yml").read_text().split('torch: "')[1].split('"')[0]
+    fused_exists = tuple(int(x) for x in torch_minor.split(".")) >= (2, 0)
+    for path in modules(variant):
+        tree = ast.parse(path.read_text())
+        for name in ("DDP", "DDPStrategy"):
+            for call in calls(tree, name):
+                assert keyword_values(call).get("gradient_as_bucket_view") == "True", path
+        for call in calls(tree, "TrainingArguments"):
+            found = keyword_values(call)
+            assert found.get("logging_nan_inf_filter") == "False", path
+            fused = "'adamw_torch_fused' if cuda else 'adamw_torch'"
+            assert found.get("optim") == (fused if fused_exists else None), path
+        for call in calls(tree, "torch.optim.AdamW"):
+            fused = keyword_values(call).get("fused")
+            assert fused == ("cuda or None" if fused_exists else None), path

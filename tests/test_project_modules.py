@@ -75,3 +75,36 @@ def test_smoke_runs_never_write_where_real_training_keeps_its_checkpoints(projec
     assert (smoke.checkpoint_dir, smoke.log_dir) == (Path("checkpoints/smoke"), Path("runs/smoke"))
     assert (chosen.checkpoint_dir, chosen.log_dir) == (Path("mine"), Path("logs"))
     assert real.dist_timeout == 10.0  # minutes, documented in --help
+
+
+@pytest.mark.parametrize(
+    "project", [{"task": "custom"}, {"task": "cv", "grad_accum": 4}], indirect=True
+)
+@pytest.mark.parametrize("world_size", [1, 2, 8])
+def test_smoke_data_gives_every_rank_8_optimizer_steps_an_epoch_at_any_world_size(
+    project, monkeypatch, world_size
+):
+    """The learning check needs the steps: a fixed smoke set gave 8 ranks 2 steps an epoch."""
+    monkeypatch.setenv("WORLD_SIZE", str(world_size))
+    config = importlib.import_module("config")
+    evaluation = importlib.import_module("evaluation")
+    args = config.parse_args(["--smoke"])
+    train_set, val_set = evaluation.split_dataset(args)
+    per_rank = -(-len(train_set) // world_size)  # DistributedSampler pads to equal shares
+    assert per_rank // (args.batch_size * args.grad_accum) == config.SMOKE_STEPS == 8
+    assert len(val_set) >= 1
+
+
+@pytest.mark.parametrize("project", [{"task": "cv"}, {"task": "nlp"}], indirect=True)
+def test_the_optimizer_decays_weights_but_not_biases_or_normalization(project):
+    config = importlib.import_module("config")
+    model = importlib.import_module("model")
+    optim = importlib.import_module("optim")
+    args = config.parse_args(["--smoke", "--weight-decay", "0.1"])
+    net = model.build_model(args, 10)
+    decayed, exempt = optim.build_optimizer(net, args).param_groups
+    assert (decayed["weight_decay"], exempt["weight_decay"]) == (0.1, 0.0)
+    # in these models the 1-D parameters are exactly the biases and the norms' scales
+    assert all(p.ndim > 1 for p in decayed["params"])  # conv, linear, embedding weights
+    assert all(p.ndim == 1 for p in exempt["params"]) and exempt["params"]
+    assert len(decayed["params"]) + len(exempt["params"]) == len(list(net.parameters()))

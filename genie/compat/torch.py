@@ -71,6 +71,7 @@ UNVERIFIED: tuple[str, ...] = tuple(r.minor for r in RELEASES if not r.verified)
 # First torch minor that has each API the generated code may use.
 FEATURES: dict[str, Version] = {
     "compile": (2, 0),  # torch.compile
+    "fused_adamw": (2, 0),  # torch.optim.AdamW(fused=True), CUDA
     "amp_grad_scaler": (2, 3),  # torch.amp.GradScaler("cuda"); torch.cuda.amp.GradScaler before
     "init_device_id": (2, 3),  # init_process_group(device_id=...)
     "load_weights_only": (1, 13),  # torch.load(weights_only=...)

@@ -142,6 +142,8 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         max_steps=args.max_steps if args.max_steps is not None else -1,
         learning_rate=args.lr,
         weight_decay=args.weight_decay,
+        # AdamW in one kernel per step on GPUs
+        optim="adamw_torch_fused" if cuda else "adamw_torch",
         max_grad_norm=args.max_grad_norm,
         bf16=args.precision == "bf16",
         fp16=args.precision == "fp16",
@@ -176,6 +178,9 @@ def training_arguments(args: argparse.Namespace) -> TrainingArguments:
         save_total_limit=max(1, args.keep) + 1,
         lr_scheduler_type="cosine",  # after warmup_steps, set in train()
         logging_steps=1 if args.smoke else args.log_every,
+        # The NaN/inf filter reads the loss on the host every micro-step (a GPU sync);
+        # the logged loss then includes a NaN, which is worth seeing.
+        logging_nan_inf_filter=False,
         # TensorBoard gets a callback of its own (its folder is set the same way in
         # every transformers version); wandb and mlflow go through the integrations.
         report_to=[args.tracker] if args.tracker in ("wandb", "mlflow") else "none",

@@ -225,8 +225,13 @@ def build_run(
     total_steps = math.ceil(len(loader) / args.grad_accum) * args.epochs
     total_steps = min(total_steps, args.max_steps or total_steps)
     global_batch = args.batch_size * dist.get_world_size() * args.grad_accum
-    # DDP broadcasts rank 0's weights here, then all-reduces gradients in backward().
-    wrapped = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    # DDP broadcasts rank 0's weights here, then all-reduces gradients in backward();
+    # the gradients live in its all-reduce buckets (no copy in and out of them).
+    wrapped = DDP(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        gradient_as_bucket_view=True,
+    )
     no_sync = wrapped.no_sync
     run = Run(
         args, device, model,
