@@ -205,7 +205,6 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         accelerator="gpu" if torch.cuda.is_available() else "cpu",
         devices=devices,
         num_nodes=num_nodes,
-        # gradients in DDP's all-reduce buckets: no copy in and out of them
         strategy=DDPStrategy(timeout=timeout, gradient_as_bucket_view=True),
         precision=PRECISION[args.precision],
         max_epochs=args.epochs,
