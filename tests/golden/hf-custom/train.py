@@ -79,7 +79,9 @@ class LossRecorder(TrainerCallback):
 
     first_loss: torch.Tensor | None = None
     last_loss: torch.Tensor | None = None
-    epoch_losses: list[float] = []
+
+    def __init__(self) -> None:
+        self.epoch_losses: list[float] = []  # this recorder's own list, not the class's
 
     def on_epoch_begin(self, args, state, control, **kwargs) -> None:
         self.epoch_losses = []
