@@ -99,6 +99,7 @@ def test_slurm_runs_torchrun_once_per_node_with_c10d_on_the_head_node(gpu_machin
     assert launch.sbatch_directives(spec) == [
         "--job-name=p", "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8",
         "--cpus-per-task=32", "--output=logs/%x-%j.out",
+        "--signal=B:USR1@120", "--requeue", "--open-mode=append",
     ]  # fmt: skip
     # launch/network.sh finds each node's own address and interface, then runs torchrun
     assert launch.shell_join(launch.slurm_args(spec)) == (
@@ -112,6 +113,20 @@ def test_lightning_on_slurm_runs_one_srun_task_per_device(gpu_machine):
     spec = slurm_spec(gpu_machine, framework="lightning", nodes=2, master_addr="gpu-01")
     assert "--ntasks-per-node=8" in launch.sbatch_directives(spec)
     assert launch.slurm_args(spec) == ["srun", "python", "train.py"]
+
+
+@pytest.mark.parametrize(
+    ("framework", "signal"),
+    [("ddp", "--signal=B:USR1@120"), ("dp", "--signal=B:USR1@120"),
+     ("lightning", "--signal=USR1@120"), ("hf", None)],
+)  # fmt: skip
+def test_slurm_warns_before_the_time_limit_whoever_catches_it(cpu_machine, framework, signal):
+    """genie's loops get SIGUSR1 in the batch script, which stops the step and requeues;
+    Lightning's SLURM support catches it in its tasks; the HF Trainer has no handler."""
+    directives = launch.sbatch_directives(slurm_spec(cpu_machine, framework=framework))
+    signals = [d for d in directives if d.startswith("--signal")]
+    assert signals == ([signal] if signal else [])
+    assert ("--requeue" in directives) == (signal is not None)
 
 
 def test_partition_account_and_time_become_directives_only_when_given(cpu_machine):

@@ -42,6 +42,7 @@ def context(spec: Spec) -> dict[str, Any]:
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
         "slurm_port_base": launch.SLURM_PORT_BASE,
+        "slurm_notice": launch.SLURM_NOTICE,
         "launch": {
             "single_node": launch.shell_join(launch.single_node_args(spec)),
             "multi_node": (

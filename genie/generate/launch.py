@@ -166,6 +166,7 @@ SLURM_SCRIPT = "launch/slurm.sbatch"
 SLURM_LOGS = "logs"
 SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
 SLURM_PORT_VAR = "$rdzv_port"  # the script derives it from the job id
+SLURM_NOTICE = 120  # seconds of warning before the time limit: enough for a checkpoint
 SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
 K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
 
@@ -187,6 +188,13 @@ def sbatch_directives(spec: Spec) -> list[str]:
     if spec.gpus_per_node:
         lines.append(f"--gpus-per-node={spec.gpus_per_node}")
     lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
+    # Preemption: SLURM signals SLURM_NOTICE seconds before the time limit and the job comes
+    # back requeued, appending to its log. genie's own loops get the signal through the
+    # batch script (B:), which stops the step; Lightning's SLURM support, in its tasks.
+    framework = FRAMEWORKS[spec.framework]
+    if not framework.trainer or framework.srun_tasks:
+        where = "" if framework.trainer else "B:"
+        lines += [f"--signal={where}USR1@{SLURM_NOTICE}", "--requeue", "--open-mode=append"]
     for name in ("partition", "account", "time"):
         value = getattr(spec, name)
         if value:

@@ -31,19 +31,60 @@ def build_optimizer(
     return torch.optim.AdamW(groups, lr=args.lr, fused=cuda or None)
 
 
+class WarmupCosine:
+    """The LR factor at each step: linear warmup over the first ``warmup_ratio`` of the
+    steps from ``start`` to ``end``, then cosine decay to 0 at ``end``. An object, not a
+    function, because the scheduler's state_dict then holds its fields: a checkpoint
+    carries the schedule it followed."""
+
+    def __init__(self, end: int, warmup_ratio: float, start: int = 0) -> None:
+        self.end, self.warmup_ratio, self.start = end, warmup_ratio, start
+
+    def __call__(self, step: int) -> float:
+        steps, step = self.end - self.start, step - self.start
+        warmup = (
+            max(1, round(steps * self.warmup_ratio)) if self.warmup_ratio > 0 else 0
+        )
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
 def lr_schedule(
     optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
 ):
     """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
-    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, WarmupCosine(total_steps, warmup_ratio)
+    )
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def resume_schedule(scheduler, state: dict, step: int, change: str | None) -> None:
+    """Follow the schedule a checkpoint was written with. Where this run's differs
+    (other --epochs, --max-steps, batch size or world size), stop unless ``change``
+    (--schedule-change) says what to do: "continue" this run's schedule at ``step``
+    (the LR moves to its value there), or "restart" a warmup and decay over the steps
+    that remain."""
+    wanted = scheduler.lr_lambdas[0]
+    ours = (wanted.end, wanted.warmup_ratio)
+    scheduler.load_state_dict(state)  # the checkpoint's schedule, and where it stands
+    stored = scheduler.lr_lambdas[0]
+    if (stored.end, stored.warmup_ratio) == ours:
+        return
+    if change is None:
+        raise SystemExit(
+            f"--resume: this run's LR schedule ends at step {ours[0]}, the "
+            f"checkpoint's at {stored.end}: pass --schedule-change continue (this "
+            f"run's schedule, from step {step}) or restart (a new warmup and decay "
+            "over the steps left)"
+        )
+    stored.end, stored.warmup_ratio = ours
+    stored.start = step if change == "restart" else 0
+    # the LR of the next step, as the changed schedule has it
+    scheduler._last_lr = [base * stored(step) for base in scheduler.base_lrs]
+    for i, group in enumerate(scheduler.optimizer.param_groups):
+        group["lr"] = scheduler._last_lr[i]
 
 
 def make_scaler(precision: str) -> torch.amp.GradScaler:

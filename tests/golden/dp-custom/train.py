@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +42,18 @@ from tracking import Monitor, Tracker
 log = logging.getLogger("train")
 
 MAIN_PROCESS = True  # one process: it logs, shows progress and checkpoints
+
+
+# SLURM warns a job before its time is up (#SBATCH --signal), Kubernetes and torchrun
+# send SIGTERM: the run finishes its optimizer step, checkpoints and exits PREEMPTED.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+STOP_REQUESTS: list[int] = []  # the stop signals this process has received
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+def catch_stop_signals() -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, lambda received, frame: STOP_REQUESTS.append(received))
 
 
 @dataclass
@@ -97,7 +110,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
     args, device = run.args, run.device
     epoch_loss, batches = torch.zeros((), device=device), 0
     micro_losses: list[torch.Tensor] = []  # the current optimizer step's
-    for i, batch in enumerate(loader):
+    for i, batch in enumerate(loader):  # a resumed epoch: the batches it has left
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
         # Micro-batches in this optimizer step: --grad-accum, or what the epoch has left
@@ -116,6 +129,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
         if not last_micro_step:
             continue
         run.optimizer_step()
+        run.position.batches += group
         step_sum = micro_losses[0] if group == 1 else torch.stack(micro_losses).sum()
         epoch_loss += step_sum
         run.last_loss = step_sum / group
@@ -124,9 +138,47 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
         run.monitor.after_step(
             run.position.step, run.last_loss, run.scheduler.get_last_lr()[0]
         )
+        stop = stop_requested()
+        if stop:
+            save(run, preempted=True)
+            log.info(
+                "%s: stopped at step %d, checkpoint written to %s; exiting %d "
+                "(a new start resumes there)",
+                stop, run.position.step, args.checkpoint_dir / "last.pt", PREEMPTED,
+            )  # fmt: skip
+            raise SystemExit(PREEMPTED)
+        if (
+            args.save_every
+            and run.position.step % args.save_every == 0
+            and i + 1 < len(loader)
+        ):
+            save(run)  # a step checkpoint; the epoch's end writes its own
         if args.max_steps is not None and run.position.step >= args.max_steps:
             break
     return epoch_loss, batches
+
+
+def stop_requested() -> str | None:
+    """The signal that asked this run to stop, once one has arrived."""
+    received = [signal.Signals(number).name for number in STOP_REQUESTS]
+    return received[0] if received else None
+
+
+def save(
+    run: Run, improved: bool = False, epoch_end: bool = False, preempted: bool = False
+) -> None:
+    """Write last.pt (best.pt when validation improved, epoch-N.pt at an epoch end), at
+    any step: the position says which batches of the epoch are done. A preempted run
+    also leaves checkpoint.PREEMPTED, which makes the next start resume."""
+    state = checkpoint.training_state(
+        run.model, run.optimizer, run.scaler, run.scheduler, run.position, run.args
+    )
+    if MAIN_PROCESS:
+        keep = run.args.keep if epoch_end else 0
+        checkpoint.save_checkpoints(run.args.checkpoint_dir, state, improved, keep)
+        if preempted:
+            (run.args.checkpoint_dir / checkpoint.PREEMPTED).touch()
+    del state
 
 
 def fit(run: Run, loader: DataLoader) -> None:
@@ -134,26 +186,29 @@ def fit(run: Run, loader: DataLoader) -> None:
     loss and samples/s, validates, and checkpoints (rank 0 writes)."""
     args = run.args
     for epoch in range(run.position.epoch + 1, args.epochs):
+        # A resumed epoch leaves out the samples it trained before the checkpoint.
+        loader.sampler.set_epoch(epoch, skip=run.position.batches * loader.batch_size)
         run.forward.train()
         started = time.perf_counter()
         loss_sum, batches = train_epoch(run, loader)
         samples = batches * run.monitor.global_batch // args.grad_accum  # all processes
         throughput = samples / (time.perf_counter() - started)
         loss = (loss_sum / max(batches, 1)).item()
-        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        finished = batches == len(loader)  # else --max-steps stopped it part-way
+        done = "done" if finished else f"stopped at step {run.position.step}"
+        log.info(
+            "epoch %d %s: loss %.4f, %.0f samples/s", epoch, done, loss, throughput
+        )
         run.epoch_loss = loss
         accuracy = run.monitor.validate(run.position.step)["accuracy"]
         improved = accuracy > run.position.best  # the same on every rank: all-reduced
-        run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)
+        run.position.best = max(accuracy, run.position.best)
+        if finished:
+            run.position.epoch, run.position.batches = epoch, 0
         if improved:
             run.best_epoch = epoch
-        state = checkpoint.training_state(
-            run.model, run.optimizer, run.scaler, run.scheduler, run.position
-        )
-        if MAIN_PROCESS:
-            checkpoint.save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
-        del state
-        if args.max_steps is not None and run.position.step >= args.max_steps:
+        save(run, improved, epoch_end=finished)
+        if not finished:
             break
 
 
@@ -187,8 +242,12 @@ def build_loaders(
     loader = DataLoader(
         train_set,
         batch_size=batch_size,
-        shuffle=True,
+        # shuffled by seed and epoch, so that a resume can skip what an epoch trained
+        sampler=checkpoint.ResumableSampler(
+            train_set, num_replicas=1, rank=0, seed=args.seed
+        ),
         drop_last=True,
+        generator=torch.Generator(),  # not the global RNG: dropout resumes exactly
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
@@ -245,9 +304,12 @@ def build_run(
                         total_steps),
         position=checkpoint.Position(),
     )  # fmt: skip
-    if args.resume or args.eval_only:
+    preempted = args.checkpoint_dir / checkpoint.PREEMPTED  # left by a preempted run
+    if args.resume or args.eval_only or preempted.exists():
         path = args.checkpoint_dir / "last.pt"
-        position = checkpoint.resume(path, model, optimizer, run.scaler, run.scheduler)
+        position = checkpoint.resume(
+            path, model, optimizer, run.scaler, run.scheduler, args.schedule_change
+        )
         if position is None:
             raise SystemExit(f"--resume: no checkpoint at {path}")
         run.position, run.monitor.since_step = position, position.step
@@ -257,6 +319,7 @@ def build_run(
             position.epoch + 1,
             position.step,
         )
+        preempted.unlink(missing_ok=True)
     return run
 
 
@@ -267,6 +330,7 @@ def train(args: argparse.Namespace) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     loader, val_loader = build_loaders(args, device)
     run = build_run(args, device, loader)
+    catch_stop_signals()  # from here on, SIGUSR1 and SIGTERM stop at a step boundary
     if args.smoke:
         import smoke_check
 

@@ -7,6 +7,7 @@ LR schedule, every rank's random-number state, and where training stands.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import shutil
@@ -23,20 +24,48 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
+from torch.utils.data.distributed import DistributedSampler
 
 import dist_utils
+from optim import resume_schedule
 
+GENIE_ANSWERS = Path(__file__).with_name(".genie.yml")  # what genie was asked
+# A preempted run leaves this file beside last.pt: the next start resumes.
+PREEMPTED = "PREEMPTED"
 LARGE = ("model", "optimizer")  # sent as tensors, never pickled whole
 log = logging.getLogger("train")
 
 
 @dataclass
 class Position:
-    """Where training stands: last finished epoch, optimizer steps, best accuracy."""
+    """Where training stands: the last finished epoch, optimizer steps, the best
+    accuracy, and the micro-batches of the next epoch already trained (a checkpoint
+    written mid-epoch: by --save-every, a preemption or --max-steps)."""
 
     epoch: int = -1
     step: int = 0
     best: float = -1.0
+    batches: int = 0
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler that can start an epoch part-way. Its order is fixed by the
+    seed and the epoch, so a resumed epoch skips the samples already trained without
+    reading them."""
+
+    def __init__(self, dataset, **kwargs) -> None:
+        super().__init__(dataset, **kwargs)
+        self.skip = 0  # samples of this rank's share of the epoch to leave out
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        super().set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self):
+        return itertools.islice(super().__iter__(), self.skip, None)
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
 
 
 def save_atomic(path: Path, state: dict) -> None:
@@ -133,8 +162,11 @@ def stop(message: str) -> None:
     raise SystemExit(1)
 
 
-def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
-    """What a checkpoint holds; every rank calls it (it gathers)."""
+def training_state(
+    model, optimizer, scaler, scheduler, position: Position, args
+) -> dict:
+    """What a checkpoint holds, with how the run was made (its arguments and genie's
+    answers); every rank calls it (it gathers)."""
     # Gathered whole onto rank 0's CPU (a collective), keyed by parameter name: it loads
     # into the plain model, and into FSDP at any world size.
     model_state, optimizer_state = get_state_dict(
@@ -149,10 +181,19 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
         "scheduler": scheduler.state_dict(),
         "rng": dist_utils.all_rng_states(),
         **asdict(position),
+        "config": {
+            "args": {
+                k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
+                for k, v in vars(args).items()
+            },
+            "genie": GENIE_ANSWERS.read_text() if GENIE_ANSWERS.exists() else None,
+        },
     }
 
 
-def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
+def resume(
+    path: Path, model, optimizer, scaler, scheduler, change: str | None
+) -> Position | None:
     """Load the newest checkpoint any rank can read at ``path`` (a collective);
     None when no rank has one.
 
@@ -199,11 +240,13 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     )
     state = header[0]
     scaler.load_state_dict(state["scaler"])
-    scheduler.load_state_dict(state["scheduler"])
+    resume_schedule(scheduler, state["scheduler"], state["step"], change)
     # Each rank's random-number state, unless the world size changed (then fresh seeds).
     if len(state["rng"]) == dist.get_world_size():
         dist_utils.set_rng_state(state["rng"][dist.get_rank()])
-    return Position(state["epoch"], state["step"], state["best"])
+    return Position(
+        state["epoch"], state["step"], state["best"], state.get("batches", 0)
+    )
 
 
 def _step(path: Path) -> int:

@@ -31,16 +31,30 @@ def build_optimizer(
     return torch.optim.AdamW(groups, lr=args.lr, fused=cuda or None)
 
 
+class WarmupCosine:
+    """The LR factor at each step: linear warmup over the first ``warmup_ratio`` of the
+    steps from ``start`` to ``end``, then cosine decay to 0 at ``end``. An object, not a
+    function, because the scheduler's state_dict then holds its fields: a checkpoint
+    carries the schedule it followed."""
+
+    def __init__(self, end: int, warmup_ratio: float, start: int = 0) -> None:
+        self.end, self.warmup_ratio, self.start = end, warmup_ratio, start
+
+    def __call__(self, step: int) -> float:
+        steps, step = self.end - self.start, step - self.start
+        warmup = (
+            max(1, round(steps * self.warmup_ratio)) if self.warmup_ratio > 0 else 0
+        )
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
 def lr_schedule(
     optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
 ):
     """Linear warmup over the first warmup_ratio of the steps, then cosine decay."""
-    warmup = max(1, round(total_steps * warmup_ratio)) if warmup_ratio > 0 else 0
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, WarmupCosine(total_steps, warmup_ratio)
+    )

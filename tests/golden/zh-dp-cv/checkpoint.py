@@ -7,6 +7,7 @@ LR schedule, the random-number state, and where training stands.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import shutil
@@ -14,15 +15,45 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from torch.utils.data.distributed import DistributedSampler
+
+from optim import resume_schedule
+
+GENIE_ANSWERS = Path(__file__).with_name(".genie.yml")  # what genie was asked
+# A preempted run leaves this file beside last.pt: the next start resumes.
+PREEMPTED = "PREEMPTED"
 
 
 @dataclass
 class Position:
-    """Where training stands: last finished epoch, optimizer steps, best accuracy."""
+    """Where training stands: the last finished epoch, optimizer steps, the best
+    accuracy, and the micro-batches of the next epoch already trained (a checkpoint
+    written mid-epoch: by --save-every, a preemption or --max-steps)."""
 
     epoch: int = -1
     step: int = 0
     best: float = -1.0
+    batches: int = 0
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler that can start an epoch part-way. Its order is fixed by the
+    seed and the epoch, so a resumed epoch skips the samples already trained without
+    reading them."""
+
+    def __init__(self, dataset, **kwargs) -> None:
+        super().__init__(dataset, **kwargs)
+        self.skip = 0  # samples of this rank's share of the epoch to leave out
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        super().set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self):
+        return itertools.islice(super().__iter__(), self.skip, None)
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
 
 
 def save_atomic(path: Path, state: dict) -> None:
@@ -117,8 +148,11 @@ def stop(message: str) -> None:
     raise SystemExit(message)
 
 
-def training_state(model, optimizer, scaler, scheduler, position: Position) -> dict:
-    """What a checkpoint holds."""
+def training_state(
+    model, optimizer, scaler, scheduler, position: Position, args
+) -> dict:
+    """What a checkpoint holds, with how the run was made (its arguments and genie's
+    answers)."""
     model_state, optimizer_state = model.state_dict(), optimizer.state_dict()
     return {
         "model": model_state,
@@ -127,10 +161,19 @@ def training_state(model, optimizer, scaler, scheduler, position: Position) -> d
         "scheduler": scheduler.state_dict(),
         "rng": {"python": random.getstate(), "torch": torch.get_rng_state()},
         **asdict(position),
+        "config": {
+            "args": {
+                k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
+                for k, v in vars(args).items()
+            },
+            "genie": GENIE_ANSWERS.read_text() if GENIE_ANSWERS.exists() else None,
+        },
     }
 
 
-def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
+def resume(
+    path: Path, model, optimizer, scaler, scheduler, change: str | None
+) -> Position | None:
     """Load ``path``; None when there is no checkpoint."""
     if not path.exists():
         return None
@@ -139,7 +182,9 @@ def resume(path: Path, model, optimizer, scaler, scheduler) -> Position | None:
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
-    scheduler.load_state_dict(state["scheduler"])
+    resume_schedule(scheduler, state["scheduler"], state["step"], change)
     random.setstate(state["rng"]["python"])
     torch.set_rng_state(state["rng"]["torch"])
-    return Position(state["epoch"], state["step"], state["best"])
+    return Position(
+        state["epoch"], state["step"], state["best"], state.get("batches", 0)
+    )

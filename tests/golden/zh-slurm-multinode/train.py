@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -43,6 +44,18 @@ log = logging.getLogger("train")
 
 # torchrun numbers the processes; global rank 0 logs, shows progress and checkpoints.
 MAIN_PROCESS = int(os.environ.get("RANK", "0")) == 0
+
+
+# SLURM warns a job before its time is up (#SBATCH --signal), Kubernetes and torchrun
+# send SIGTERM: the run finishes its optimizer step, checkpoints and exits PREEMPTED.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+STOP_REQUESTS: list[int] = []  # the stop signals this process has received
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+def catch_stop_signals() -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, lambda received, frame: STOP_REQUESTS.append(received))
 
 
 @dataclass
@@ -99,7 +112,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
     args, device = run.args, run.device
     epoch_loss, batches = torch.zeros((), device=device), 0
     micro_losses: list[torch.Tensor] = []  # the current optimizer step's
-    for i, batch in enumerate(loader):
+    for i, batch in enumerate(loader):  # a resumed epoch: the batches it has left
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         labels = batch.pop("labels")
         # Micro-batches in this optimizer step: --grad-accum, or what the epoch has left
@@ -120,6 +133,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
         if not last_micro_step:
             continue
         run.optimizer_step()
+        run.position.batches += group
         step_sum = micro_losses[0] if group == 1 else torch.stack(micro_losses).sum()
         epoch_loss += step_sum
         run.last_loss = step_sum / group
@@ -128,9 +142,50 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
         run.monitor.after_step(
             run.position.step, run.last_loss, run.scheduler.get_last_lr()[0]
         )
+        stop = stop_requested()
+        if stop:
+            save(run, preempted=True)
+            log.info(
+                "%s: stopped at step %d, checkpoint written to %s; exiting %d "
+                "(a new start resumes there)",
+                stop, run.position.step, args.checkpoint_dir / "last.pt", PREEMPTED,
+            )  # fmt: skip
+            raise SystemExit(PREEMPTED)
+        if (
+            args.save_every
+            and run.position.step % args.save_every == 0
+            and i + 1 < len(loader)
+        ):
+            save(run)  # a step checkpoint; the epoch's end writes its own
         if args.max_steps is not None and run.position.step >= args.max_steps:
             break
     return epoch_loss, batches
+
+
+def stop_requested() -> str | None:
+    """The signal that asked this run to stop, once any rank has received one (every
+    rank calls this after each optimizer step: all stop at the same one)."""
+    received = [signal.Signals(number).name for number in STOP_REQUESTS]
+    if dist_utils.any_rank(bool(received)):
+        return received[0] if received else "another rank's signal"
+    return None
+
+
+def save(
+    run: Run, improved: bool = False, epoch_end: bool = False, preempted: bool = False
+) -> None:
+    """Write last.pt (best.pt when validation improved, epoch-N.pt at an epoch end), at
+    any step: the position says which batches of the epoch are done. A preempted run
+    also leaves checkpoint.PREEMPTED, which makes the next start resume."""
+    state = checkpoint.training_state(
+        run.model, run.optimizer, run.scaler, run.scheduler, run.position, run.args
+    )
+    if MAIN_PROCESS:
+        keep = run.args.keep if epoch_end else 0
+        checkpoint.save_checkpoints(run.args.checkpoint_dir, state, improved, keep)
+        if preempted:
+            (run.args.checkpoint_dir / checkpoint.PREEMPTED).touch()
+    del state
 
 
 def fit(run: Run, loader: DataLoader) -> None:
@@ -139,27 +194,29 @@ def fit(run: Run, loader: DataLoader) -> None:
     args = run.args
     for epoch in range(run.position.epoch + 1, args.epochs):
         # Without set_epoch every epoch would replay the same shuffle on every rank.
-        loader.sampler.set_epoch(epoch)
+        # A resumed epoch leaves out the samples it trained before the checkpoint.
+        loader.sampler.set_epoch(epoch, skip=run.position.batches * loader.batch_size)
         run.forward.train()
         started = time.perf_counter()
         loss_sum, batches = train_epoch(run, loader)
         samples = batches * run.monitor.global_batch // args.grad_accum  # all processes
         throughput = samples / (time.perf_counter() - started)
         loss = dist_utils.mean_across_ranks(loss_sum / max(batches, 1))
-        log.info("epoch %d done: loss %.4f, %.0f samples/s", epoch, loss, throughput)
+        finished = batches == len(loader)  # else --max-steps stopped it part-way
+        done = "done" if finished else f"stopped at step {run.position.step}"
+        log.info(
+            "epoch %d %s: loss %.4f, %.0f samples/s", epoch, done, loss, throughput
+        )
         run.epoch_loss = loss
         accuracy = run.monitor.validate(run.position.step)["accuracy"]
         improved = accuracy > run.position.best  # the same on every rank: all-reduced
-        run.position.epoch, run.position.best = epoch, max(accuracy, run.position.best)
+        run.position.best = max(accuracy, run.position.best)
+        if finished:
+            run.position.epoch, run.position.batches = epoch, 0
         if improved:
             run.best_epoch = epoch
-        state = checkpoint.training_state(
-            run.model, run.optimizer, run.scaler, run.scheduler, run.position
-        )
-        if MAIN_PROCESS:
-            checkpoint.save_checkpoints(args.checkpoint_dir, state, improved, args.keep)
-        del state
-        if args.max_steps is not None and run.position.step >= args.max_steps:
+        save(run, improved, epoch_end=finished)
+        if not finished:
             break
 
 
@@ -193,8 +250,9 @@ def build_loaders(
     loader = DataLoader(
         train_set,
         batch_size=args.batch_size,
-        sampler=DistributedSampler(train_set, seed=args.seed),
+        sampler=checkpoint.ResumableSampler(train_set, seed=args.seed),
         drop_last=True,
+        generator=torch.Generator(),  # not the global RNG: dropout resumes exactly
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
@@ -243,10 +301,19 @@ def build_run(
     )  # fmt: skip
     # torchrun restarts every worker after a failure (--max_restarts). It counts
     # restarts per node, so the ranks agree on resuming (not each by its own count).
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    if dist_utils.any_rank(args.resume or args.eval_only or restarted):
+    # A requeued SLURM job, and a start after a preemption, resume too.
+    restarted = any(
+        int(os.environ.get(n, "0")) > 0
+        for n in ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+    )
+    preempted = args.checkpoint_dir / checkpoint.PREEMPTED
+    if dist_utils.any_rank(
+        args.resume or args.eval_only or restarted or preempted.exists()
+    ):
         path = args.checkpoint_dir / "last.pt"
-        position = checkpoint.resume(path, model, optimizer, run.scaler, run.scheduler)
+        position = checkpoint.resume(
+            path, model, optimizer, run.scaler, run.scheduler, args.schedule_change
+        )
         if position is None and (args.resume or args.eval_only):
             raise SystemExit(f"--resume: no checkpoint at {path}")
         if position is not None:
@@ -258,6 +325,8 @@ def build_run(
                 position.epoch + 1,
                 position.step,
             )
+        if MAIN_PROCESS:
+            preempted.unlink(missing_ok=True)
     return run
 
 
@@ -265,6 +334,7 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     loader, val_loader = build_loaders(args, device)
     run = build_run(args, device, loader)
+    catch_stop_signals()  # from here on, SIGUSR1 and SIGTERM stop at a step boundary
     if args.smoke:
         import smoke_check
 
