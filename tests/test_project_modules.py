@@ -108,3 +108,82 @@ def test_the_optimizer_decays_weights_but_not_biases_or_normalization(project):
     assert all(p.ndim > 1 for p in decayed["params"])  # conv, linear, embedding weights
     assert all(p.ndim == 1 for p in exempt["params"]) and exempt["params"]
     assert len(decayed["params"]) + len(exempt["params"]) == len(list(net.parameters()))
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_a_resumed_epoch_skips_the_samples_it_trained_without_reading_them(project):
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    sys.modules.pop("checkpoint", None)
+    checkpoint = importlib.import_module("checkpoint")
+
+    class Counted(Dataset):
+        def __init__(self) -> None:
+            self.read: list[int] = []
+
+        def __len__(self) -> int:
+            return 40
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            self.read.append(index)
+            return torch.tensor(index)
+
+    def epoch(skip: int, rank: int = 1) -> tuple[list[int], list[int], int]:
+        data = Counted()
+        sampler = checkpoint.ResumableSampler(data, num_replicas=2, rank=rank, seed=3)
+        sampler.set_epoch(5, skip=skip)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, drop_last=True)
+        return [int(i) for batch in loader for i in batch], data.read, len(loader)
+
+    whole, _, batches = epoch(0)
+    assert batches == 5 and len(set(whole)) == 20  # this rank's half of the epoch
+    rest, read, left = epoch(skip=12)  # 3 batches were trained before the checkpoint
+    assert rest == whole[12:] and read == whole[12:] and left == 2
+    assert epoch(0, rank=0)[0] != whole  # the other rank's half
+    sampler = checkpoint.ResumableSampler(Counted(), num_replicas=2, rank=1, seed=3)
+    sampler.set_epoch(5, skip=12)
+    sampler.set_epoch(6)  # the next epoch starts at its beginning
+    assert len(sampler) == 20
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+@pytest.mark.parametrize("change", [None, "continue", "restart"])
+def test_a_changed_schedule_length_is_refused_or_followed_as_asked(project, change):
+    import torch
+
+    optim = importlib.import_module("optim")
+
+    def schedule(total: int):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        return optim.lr_schedule(optimizer, total, warmup_ratio=0.1)
+
+    written = schedule(100)
+    for _ in range(60):
+        written.optimizer.step()
+        written.step()
+    state = written.state_dict()
+    same = schedule(100)
+    optim.resume_schedule(same, state, 60, None)  # the same length: followed exactly
+    assert same.get_last_lr() == written.get_last_lr()
+    longer = schedule(200)
+    if change is None:
+        with pytest.raises(SystemExit, match="ends at step 200, the checkpoint's at 100"):
+            optim.resume_schedule(longer, state, 60, change)
+        return
+    optim.resume_schedule(longer, state, 60, change)
+    lr = longer.optimizer.param_groups[0]["lr"]
+    fresh = optim.WarmupCosine(200, 0.1)
+    if change == "continue":  # where a 200-step schedule stands at step 60
+        assert lr == pytest.approx(fresh(60))
+    else:  # a new warmup from step 60 over the 140 steps left: its first step
+        assert lr == pytest.approx(1 / round(140 * 0.1))
+    longer.optimizer.step()
+    longer.step()
+    assert longer.get_last_lr()[0] == pytest.approx(
+        fresh(61) if change == "continue" else 2 / round(140 * 0.1)
+    )
+    # the changed schedule is what the next checkpoint carries
+    again = schedule(200)
+    optim.resume_schedule(again, longer.state_dict(), 61, None)
+    assert again.get_last_lr() == longer.get_last_lr()

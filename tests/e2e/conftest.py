@@ -16,9 +16,11 @@ import pytest
 from ..conftest import run_genie
 
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
-# 7 optimizer steps an epoch with --smoke on 2 ranks; validation every 3 steps, so the HF
-# Trainer checkpoints mid-epoch too (ddp and Lightning keep resuming from epoch ends).
-ELASTIC_TRAINING = ("--epochs", "3", "--eval-every", "3")
+# 8 optimizer steps an epoch with --smoke; validation every 3 steps, so the HF Trainer
+# checkpoints mid-epoch too (ddp: every 3 steps, --smoke's --save-every; Lightning at epoch
+# ends); every step's loss and LR logged, to compare runs step by step.
+ELASTIC_TRAINING = ("--epochs", "3", "--eval-every", "3", "--log-every", "1")
+KILLS = "kill:*:5,10,17"  # launch/multi_node.sh allows three restarts
 
 
 OFFLINE = {
@@ -108,7 +110,11 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     # Both nodes share the checkpoint directory, as on a shared filesystem.
     train = ["--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "interrupted"]
     marker = root / "fault-fired"
-    faulty = {**env, "GENIE_FAULT": "kill:1:10", "GENIE_FAULT_MARKER": str(marker)}
+    # genie's own loop counts steps across restarts: node 1's worker is killed three times,
+    # whichever rank it holds (between step checkpoints, just after one, at an epoch's
+    # first step); the Trainers count steps per process: killed once, at step 10
+    fault = KILLS if framework == "ddp" else "kill:1:10"
+    faulty = {**env, "GENIE_FAULT": fault, "GENIE_FAULT_MARKER": str(marker)}
     nodes = [
         subprocess.Popen(
             ["bash", "launch/multi_node.sh", str(rank), *train],

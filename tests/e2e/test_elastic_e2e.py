@@ -1,12 +1,15 @@
 """Elastic recovery on two simulated nodes (two torchrun agents on this host, c10d,
 --max_restarts from launch/multi_node.sh): a worker on node 1 is killed mid-epoch, torchrun
 restarts the group, training resumes from the last checkpoint and ends with exactly the
-weights of an uninterrupted run. ddp and Lightning resume from their end-of-epoch
-checkpoint and replay the interrupted epoch from its start; the HF Trainer resumes from its
-mid-epoch checkpoint (--eval-every 3: step 9) and skips the batches it already trained."""
+weights of an uninterrupted run. genie's ddp loop is killed three times and resumes from its
+step checkpoints (every 3 steps under --smoke), mid-epoch, skipping the batches the epoch
+trained; the HF Trainer resumes from its mid-epoch checkpoint (--eval-every 3: step 9) and
+skips them too; Lightning resumes from its end-of-epoch checkpoint and replays the
+interrupted epoch from its start."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,10 +17,23 @@ import pytest
 from .conftest import elastic_group
 from .test_smoke_e2e import report_of
 
+STEP_LINE = re.compile(r"\] (step (\d+)/\d+ loss \S+ lr \S+)")
+
+
+def steps_logged(*logs: str) -> dict[int, str]:
+    """Step -> its log line (loss and LR) in ``logs``; a step trained again after a resume
+    must log exactly what it logged the first time."""
+    lines: dict[int, str] = {}
+    for log in logs:
+        for line, step in STEP_LINE.findall(log):
+            assert lines.setdefault(int(step), line) == line, (line, lines[int(step)])
+    return lines
+
+
 pytestmark = pytest.mark.e2e
 # What each framework logs when the restarted group resumes from the epoch-0 checkpoint.
 RESUMED = {
-    "ddp": "resumed from interrupted/last.pt at epoch 1, step 8",
+    "ddp": "resumed from interrupted/last.pt at epoch 1, step 9",
     "lightning": "resuming from interrupted/last.ckpt",
     "hf": "resuming from interrupted/checkpoint-9",
 }
@@ -56,20 +72,28 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     log = "\n".join(node.stdout for node in run.nodes)
     assert [n.returncode for n in run.nodes] == [0, 0], log[-5000:]
     assert run.marker.exists(), "the fault never fired: node 1 did not hold rank 1"
-    assert "GENIE_FAULT kill on rank 1 at step 10" in log  # mid-epoch: steps 9-16
+    assert re.search(r"GENIE_FAULT kill on rank \d at step 10", log)  # mid-epoch: steps 9-16
     assert RESUMED[framework] in log, log[-5000:]
+    if framework == "ddp":  # also killed at steps 5 and 17: resumed from 3 and from 16
+        assert run.marker.read_text().split() == ["5", "10", "17"]
+        for step in (3, 9, 16):
+            assert f"resuming from step {step} of interrupted/last.pt" in log
+        # every step the restarted runs trained again logged the loss and LR it had before
+        assert steps_logged(run.straight.stdout + run.straight.stderr) == steps_logged(
+            run.straight.stdout + run.straight.stderr, log
+        )
     if framework == "lightning":  # Lightning's own word that it restored the loop
         assert "Restoring states from the checkpoint path at interrupted/last.ckpt" in log
         # last.ckpt is an epoch end although validation ran mid-epoch (--eval-every)
         assert "resuming from a checkpoint that ended before the epoch ended" not in log
     # the restarted run's own smoke report: its checkpoints hold the weights it ended with
     # (Lightning's last.ckpt too, also when the last epoch is not among the best)
-    resumed = report_of(run.nodes[0].stdout)
+    resumed = report_of(log)
     assert resumed["checkpoint_loads"] is True and resumed["steps"] == 24
     straight = run.straight
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr
-    # The restarted run's first step was step 9 (HF: 10), not step 1 (a run started afresh would
-    # end with the same weights too).
+    # The restarted run's first step was step 17 (HF: 10), not step 1 (a run started afresh
+    # would end with the same weights too).
     assert resumed["first_loss"] != report_of(straight.stdout)["first_loss"]
     steps_a, a, rng_a = final_state(run.project, framework, "straight")
     steps_b, b, rng_b = final_state(run.project, framework, "interrupted")

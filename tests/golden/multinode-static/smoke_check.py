@@ -33,14 +33,17 @@ def emit(report: dict) -> None:
     sys.stdout.flush()
 
 
-def arm_fault(model: nn.Module, marker_dir: Path) -> None:
+def arm_fault(model: nn.Module, marker_dir: Path, done: int = 0) -> None:
     """Make one rank fail on purpose when ``GENIE_FAULT`` asks (see README.md):
     ``hang:RANK`` (or ``hang:RANK:STEP``), ``raise:RANK`` and ``exit:RANK:CODE`` at
     its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
     marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
     train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
     the ranks average them, at every step: a broken gradient that stays in sync.
-    RANK ``*``: every rank this environment reaches (one node's)."""
+    RANK ``*``: every rank this environment reaches (one node's). Steps count from the
+    start of training (``done`` were trained before a resume): ``kill:RANK:5,10``
+    kills at step 5 and, in the restarted run, at step 10; ``usr1:RANK:STEP`` sends
+    SIGUSR1 (a preemption notice) during STEP."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
     if not kind or rank not in ("*", os.environ.get("RANK", "0")):
@@ -49,17 +52,20 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
         scale_gradients(model, float(arg))
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
-    at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
-    if kind == "kill" and marker.exists():
-        return
-    steps = 0
+    fired = marker.read_text().split() if marker.exists() else []
+    timed = kind in ("kill", "usr1") or (kind == "hang" and arg)
+    at = [int(step) for step in arg.split(",")] if timed else [done + 1]
+    steps = done
 
     def fault() -> None:
         nonlocal steps
         steps += 1
-        if steps != at:
+        if steps not in at or (kind == "kill" and str(steps) in fired):
             return
-        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        print(
+            f"GENIE_FAULT {kind} on rank {os.environ.get('RANK', '0')} at step {steps}",
+            flush=True,
+        )
         if kind == "hang":
             while True:
                 time.sleep(1)
@@ -67,9 +73,12 @@ def arm_fault(model: nn.Module, marker_dir: Path) -> None:
             raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
         if kind == "exit":
             os._exit(int(arg))
+        if kind == "usr1":
+            os.kill(os.getpid(), signal.SIGUSR1)
         if kind == "kill":
             marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+            with open(marker, "a") as f:  # the steps it fired at, one per line
+                f.write(f"{steps}\n")
             os.kill(os.getpid(), signal.SIGKILL)
 
     def before_forward(module: nn.Module, inputs) -> None:

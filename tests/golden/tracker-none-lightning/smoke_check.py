@@ -48,17 +48,19 @@ def arm_fault(trainer, marker_dir: Path) -> None:
         scale_gradients(trainer, float(arg))
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
-    at = int(arg) if kind == "kill" or (kind == "hang" and arg) else 1
-    if kind == "kill" and marker.exists():
-        return
+    fired = marker.read_text().split() if marker.exists() else []
+    at = [int(arg) if kind == "kill" or (kind == "hang" and arg) else 1]
     steps = 0
 
     def fault() -> None:
         nonlocal steps
         steps += 1
-        if steps != at:
+        if steps not in at or (kind == "kill" and str(steps) in fired):
             return
-        print(f"GENIE_FAULT {kind} on rank {rank} at step {steps}", flush=True)
+        print(
+            f"GENIE_FAULT {kind} on rank {os.environ.get('RANK', '0')} at step {steps}",
+            flush=True,
+        )
         if kind == "hang":
             while True:
                 time.sleep(1)
@@ -68,7 +70,8 @@ def arm_fault(trainer, marker_dir: Path) -> None:
             os._exit(int(arg))
         if kind == "kill":
             marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+            with open(marker, "a") as f:  # the steps it fired at, one per line
+                f.write(f"{steps}\n")
             os.kill(os.getpid(), signal.SIGKILL)
 
     training_step = trainer.training_step

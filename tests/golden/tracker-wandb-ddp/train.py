@@ -338,7 +338,8 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
     if args.smoke:
         import smoke_check
 
-        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
+        # GENIE_FAULT, for tests
+        smoke_check.arm_fault(run.model, args.checkpoint_dir, run.position.step)
     run.monitor.evaluate = lambda: evaluate(run.model, val_loader, device, run.autocast)
     if args.eval_only:
         log.info("validation: %s", json.dumps(run.monitor.evaluate()))

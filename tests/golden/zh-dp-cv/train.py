@@ -334,7 +334,8 @@ def train(args: argparse.Namespace) -> None:
     if args.smoke:
         import smoke_check
 
-        smoke_check.arm_fault(run.model, args.checkpoint_dir)  # GENIE_FAULT, for tests
+        # GENIE_FAULT, for tests
+        smoke_check.arm_fault(run.model, args.checkpoint_dir, run.position.step)
     run.monitor.evaluate = lambda: evaluate(
         run.forward, val_loader, device, run.autocast
     )

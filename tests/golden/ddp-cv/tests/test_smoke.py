@@ -70,7 +70,10 @@ def test_training_runs_validates_and_writes_checkpoints_that_load(first_epoch):
 
 def test_resume_continues_where_training_stopped(first_epoch):
     run_dir, first = first_epoch
-    second = train(run_dir, "--epochs", "2", "--resume")
+    # a longer run than the checkpoint's: its LR schedule goes on from where it stands
+    second = train(
+        run_dir, "--epochs", "2", "--resume", "--schedule-change", "continue"
+    )
     assert second["steps"] == 2 * first["steps"]  # one more epoch, not two
     # the loss fell: the second epoch's mean is below the first step's (genie smoke's
     # verdict, on an uninterrupted run, asks for half)

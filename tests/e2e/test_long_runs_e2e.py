@@ -1,0 +1,89 @@
+"""Long runs in genie's own training loop (ddp): a run stopped by a preemption signal
+checkpoints at a step, and the next start resumes there and ends bit-identical to an
+uninterrupted run, with the same loss and learning rate at every step; a resume that would
+change the LR schedule's length stops with one line. (Kills and restarts mid-epoch:
+test_elastic_e2e.py.)"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ELASTIC_TRAINING, elastic_group
+from .test_elastic_e2e import final_state, steps_logged
+from .test_smoke_e2e import report_of
+
+pytestmark = [pytest.mark.e2e, elastic_group("ddp")]  # the straight run is elastic_runs'
+
+
+def torchrun(project: Path, env: dict, folder: str, *extra: str, fault: str = "",
+             restarts: int = 0) -> subprocess.Popen:  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         f"--max_restarts={restarts}", "train.py", "--smoke", *ELASTIC_TRAINING,
+         "--checkpoint-dir", folder, *extra],
+        cwd=project, env={**env, "GENIE_FAULT": fault} if fault else env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    return process.returncode if process.wait(timeout=400) is not None else 1, process.stdout.read()
+
+
+def assert_same_end(project: Path, folder: str, straight_log: str) -> None:
+    import torch
+
+    steps_a, a, rng_a = final_state(project, "ddp", "straight")
+    steps_b, b, rng_b = final_state(project, "ddp", folder)
+    assert steps_a == steps_b == 24
+    for name, tensor in a.items():  # bit-identical on CPU
+        assert torch.equal(tensor, b[name]), name
+    for rank_a, rank_b in zip(rng_a, rng_b, strict=True):
+        assert torch.equal(rank_a, rank_b)
+
+
+def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resumes(elastic_runs):
+    """SIGUSR1 on every rank during step 5; then SIGTERM to torchrun (as Kubernetes sends it),
+    which passes it on to its workers; then a plain start: it resumes, with no --resume,
+    and ends as the uninterrupted run ends."""
+    run = elastic_runs("ddp")
+    straight = run.straight.stdout + run.straight.stderr
+    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:*:5"))
+    assert code != 0 and "exitcode  : 75" in first, first[-5000:]
+    assert "SIGUSR1: stopped at step 5, checkpoint written to preempted/last.pt" in first
+    assert (run.project / "preempted" / "PREEMPTED").exists()
+    second = torchrun(run.project, run.env, "preempted")
+    seen = ""
+    assert second.stdout is not None
+    for line in second.stdout:  # let it train a few steps, then stop it as a cluster would
+        seen += line
+        if "step 9/" in line:
+            second.send_signal(signal.SIGTERM)
+            break
+    code, rest = finish(second)
+    seen += rest
+    stopped = re.search(r"SIGTERM: stopped at step (\d+)", seen)
+    assert code != 0 and stopped, seen[-5000:]
+    assert "resuming from step 5 of preempted/last.pt" in seen
+    code, third = finish(torchrun(run.project, run.env, "preempted"))
+    assert code == 0, third[-5000:]
+    assert f"resuming from step {stopped[1]} of preempted/last.pt" in third
+    assert not (run.project / "preempted" / "PREEMPTED").exists()
+    assert steps_logged(straight) == steps_logged(straight, first, seen, third)
+    assert report_of(third)["steps"] == 24
+    assert_same_end(run.project, "preempted", straight)
+
+
+def test_a_resume_that_would_change_the_schedule_stops_with_one_line(elastic_runs):
+    run = elastic_runs("ddp")  # its straight run's checkpoint: 24 steps of a 24-step schedule
+    code, log = finish(torchrun(run.project, run.env, "straight", "--epochs", "4", "--resume"))
+    said = ("--resume: this run's LR schedule ends at step 32, the checkpoint's at 24: pass "
+            "--schedule-change continue (this run's schedule, from step 24) or restart")  # fmt: skip
+    assert code != 0 and said in log, log[-3000:]
+    assert 'File "' + str(run.project / "train.py") not in log  # a message, not a trace
