@@ -100,7 +100,7 @@ def test_train_py_has_the_distributed_essentials(rendered):
     found = calls(source)
     for name in (
         "loader.sampler.set_epoch", "run.no_sync", "dist.destroy_process_group", "gc.collect",
-        "dist_utils.node_first", "datetime.timedelta", "os.fsync", "dist.all_gather_object",
+        "dist_utils.prepare_once", "datetime.timedelta", "os.fsync", "dist.all_gather_object",
         "nn.utils.clip_grad_norm_", "os.replace", "dist.broadcast_object_list", "dist.all_reduce",
     ):  # fmt: skip
         assert name in found, name
@@ -385,4 +385,6 @@ def test_project_readme_has_troubleshooting_written_for_this_project(rendered, v
     if variant == "multinode-c10d":
         assert "same environment" in section and "gpu-node-0.cluster:29500" in section
     if variant != "dp-custom":
-        assert "once per node" in readme  # data preparation, for disks that are not shared
+        # data preparation: once for all nodes on a shared disk, else once per node
+        assert "global rank 0 prepares it for every node" in readme
+        assert "each node's first process prepares its own copy" in readme

@@ -31,6 +31,23 @@ OFFLINE = {
 }
 
 
+PREPARE_ANCHOR = (
+    '    shown and every rank stops."""\n'  # the end of custom data.prepare's docstring
+)
+COUNT_PREPARE = (
+    "    with open('prepared.txt', 'a') as f:  # genie's test: which rank prepared\n"
+    "        f.write(__import__('os').environ['RANK'] + '\\n')\n"
+)
+
+
+def count_preparations(project: Path) -> None:
+    """Make data.prepare() (the custom task's) append its global rank to prepared.txt."""
+    path = project / "data.py"
+    source = path.read_text()
+    assert source.count(PREPARE_ANCHOR) == 1
+    path.write_text(source.replace(PREPARE_ANCHOR, PREPARE_ANCHOR + COUNT_PREPARE))
+
+
 def combo_group(combo: str) -> pytest.MarkDecorator:
     """The xdist group of the tests that share ``combo_runs(combo)``."""
     return pytest.mark.xdist_group(f"combo-{combo}")
@@ -106,6 +123,8 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     project = root / "proj"
+    if framework == "ddp":
+        count_preparations(project)
     env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     # Both nodes share the checkpoint directory, as on a shared filesystem.
     train = ["--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "interrupted"]

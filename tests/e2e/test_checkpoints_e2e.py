@@ -139,6 +139,12 @@ def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tm
     checkpoints = project / "checkpoints"
     before = {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")}
     assert {"last.pt", "best.pt"} <= set(before)
+    import torch
+
+    # --max-steps stopped inside epoch 0: its position, not a finished epoch (no epoch file)
+    state = torch.load(checkpoints / "last.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"], state["batches"]) == (-1, 3, 3)
+    assert not list(checkpoints.glob("epoch-*.pt"))
     smoke = launch("--smoke")
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
     assert (checkpoints / "smoke" / "last.pt").is_file()

@@ -159,7 +159,8 @@ import train
 # its workers with TORCHELASTIC_RESTART_COUNT=0, the other with 1.
 if os.environ["RANK"] == "1":
     os.environ["TORCHELASTIC_RESTART_COUNT"] = "1"
-sys.argv = ["train.py", "--smoke", "--epochs", "2", "--checkpoint-dir", "ck",
+sys.argv = ["train.py", "--smoke", "--epochs", "2", "--schedule-change", "continue",
+            "--checkpoint-dir", "ck",
             "--tracker", "none", "--dist-timeout", "0.5"]
 train.main()
 """
@@ -223,9 +224,9 @@ train.main()
 def test_fsdp_resume_reads_the_checkpoint_on_rank_0_only_and_is_bit_exact(tmp_path):
     project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none")
     (project / "drive.py").write_text(RANK0_READS)
-    # a crash right after the first epoch's checkpoint, when CRASH is set
-    inject(project, "        del state\n",
-           "        if os.environ.get('CRASH'):\n            raise SystemExit(3)\n")  # fmt: skip
+    # a crash right after the first checkpoint (step 3, mid-epoch), when CRASH is set
+    inject(project, "    del state\n",
+           "    if os.environ.get('CRASH'):\n        raise SystemExit(3)\n")  # fmt: skip
 
     def torchrun(script: str, *args: str, crash: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run(

@@ -25,6 +25,7 @@ from genie.smoke.torchrun_output import strip_prefixes
 from genie.spec import build_spec
 
 from ..conftest import run_genie
+from .conftest import count_preparations
 from .hosts import MASTER, PORT, Node, copies, need_hosts, report_line, run_nodes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("hosts")]
@@ -222,16 +223,21 @@ def test_a_resume_finds_the_newest_checkpoint_on_whichever_node_has_it(projects,
     moved to node 1's disk (as when rank 0 ran there, which c10d can do); resumed, node 1
     sends it, and the run ends with the weights of an uninterrupted one."""
     dirs = copies(projects["static"], tmp_path, 2)
+    for copy in dirs:
+        count_preparations(copy)
     args = ["--smoke", "--epochs", "2"]
     stopped = [Node(n.config, env={"GENIE_FAULT": "hang:*:10"}) for n in two()]
     run_nodes(dirs, stopped, [*args, "--checkpoint-dir", "ck"], until="GENIE_FAULT hang")
     (dirs[0] / "ck").rename(dirs[1] / "ck")
     resumed = run_nodes(dirs, two(), [*args, "--resume", "--checkpoint-dir", "ck"])
     assert [r.returncode for r in resumed] == [0, 0], resumed[0].output[-3000:]
-    assert "resuming from step 8 of ck/last.pt: sent by rank 1" in resumed[0].output
+    assert "resuming from step 9 of ck/last.pt: sent by rank 1" in resumed[0].output
     straight = run_nodes(dirs, two(), [*args, "--checkpoint-dir", "straight"])
     assert [r.returncode for r in straight] == [0, 0]
     assert_same_weights(newest(dirs, "ck"), newest(dirs, "straight"))
+    # per-node disks: each node's first process prepared its own copy, in each of the 3 runs
+    assert "data: ck/ is per node: each node's first process prepares it" in resumed[0].output
+    assert [(d / "prepared.txt").read_text().split() for d in dirs] == [["0"] * 3, ["1"] * 3]
 
 
 def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(projects, tmp_path):
@@ -246,7 +252,7 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
     with hosts.network(configs) as net:
         procs = lost_and_back(net, dirs, [*args, "--checkpoint-dir", "run"])
     outputs = [p.read_text() for p in procs]
-    assert "resuming from step 8" in "".join(outputs), outputs[0][-3000:]
+    assert "resuming from step 9" in "".join(outputs), outputs[0][-3000:]
     assert_same_weights(newest(dirs, "run"), newest(dirs, "straight"))
 
 

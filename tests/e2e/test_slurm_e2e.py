@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -112,3 +113,59 @@ def test_the_printed_launch_command_is_the_sbatch_line(tmp_path):
     result = run_genie("new", "p", "--yes", "--no-smoke", *SLURM_PROJECT, cwd=tmp_path)
     assert "mkdir -p logs && sbatch launch/slurm.sbatch" in result.stdout
     assert "sbatch launch/slurm.sbatch" in Path(tmp_path, "p", "README.md").read_text()
+
+
+def job_state(slurm, job: str) -> tuple[str, int]:
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job], env=slurm.env, capture_output=True, text=True
+    ).stdout
+    state = re.search(r"JobState=(\w+)", shown)
+    restarts = re.search(r"Restarts=(\d+)", shown)
+    return (state[1] if state else "gone", int(restarts[1]) if restarts else 0)
+
+
+def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(slurm_runs, slurm):
+    """SIGUSR1 to the batch script (what --signal=B:USR1@120 sends): the job step stops
+    at an optimizer step with a checkpoint, the job is requeued, and the requeued job
+    resumes there and ends with the weights of an uninterrupted run."""
+    import torch
+
+    project, _ = slurm_runs["ddp"]  # its smoke job has finished
+    env = {**os.environ, **CPU_ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}
+    train = ["--smoke", "--epochs", "3", "--log-every", "1"]
+    slow = {**env, "GENIE_FAULT": "slow:*:0.3"}  # 24 steps in about 7 s: time to signal it
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--job-name=preempted", "launch/slurm.sbatch", *train,
+         "--checkpoint-dir", "preempted"],
+        cwd=project, env=slow, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    log = project / "logs" / f"preempted-{job}.out"
+    deadline = time.monotonic() + 180
+    while not (log.exists() and "step 6/" in log.read_text()):
+        assert time.monotonic() < deadline, slurm.log()
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+    while (state := job_state(slurm, job)) != ("COMPLETED", 1):
+        assert time.monotonic() < deadline and state[0] not in ("FAILED", "CANCELLED"), (
+            state, log.read_text()[-4000:])  # fmt: skip
+        if state == ("PENDING", 1):  # requeued: SLURM holds it for a while; start it now
+            subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env)
+        time.sleep(0.5)
+    text = log.read_text()  # both runs of the job: --open-mode=append
+    assert "SIGUSR1: checkpointing at the next step, then requeueing job" in text
+    stopped = re.search(r"SIGTERM: stopped at step (\d+), checkpoint written", text)
+    assert stopped and "exiting 75" in text, text[-4000:]
+    assert f"resuming from step {stopped[1]} of preempted/last.pt" in text
+    assert report_of(text)["steps"] == 24
+    straight = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "train.py", *train, "--checkpoint-dir", "straight"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    a, b = (
+        torch.load(project / d / "last.pt", weights_only=True) for d in ("straight", "preempted")
+    )
+    assert a["step"] == b["step"] == 24
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

@@ -125,11 +125,21 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
     # 8192 samples, 819 held out: 7373 / 2 ranks = 3687 (padded) / 64 -> 57 whole batches
     assert (state["epoch"], state["step"]) == (0, 57)
-    keys = {"model", "optimizer", "scaler", "scheduler", "rng", "epoch", "step", "best"}
+    keys = {"model", "optimizer", "scaler", "scheduler", "rng", "epoch", "step", "best",
+            "batches", "config"}  # fmt: skip
     assert set(state) == keys and len(state["rng"]) == 2  # every rank's RNG state
+    # how it was made: the parsed arguments and genie's answers
+    assert state["config"]["args"]["epochs"] == 1 and state["config"]["args"]["batch_size"] == 64
+    assert 'framework: "ddp"' in state["config"]["genie"]
+    # the LR schedule it followed: 57 steps
+    assert state["scheduler"]["lr_lambdas"][0]["end"] == 57
     assert state["optimizer"]["state"], "optimizer moments must be saved"
     second = subprocess.run(
-        [*base, "--epochs", "2", "--resume"], cwd=project, env=env, capture_output=True, text=True
+        [*base, "--epochs", "2", "--resume", "--schedule-change", "continue"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from ck/last.pt at epoch 1, step 57" in second.stdout

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import random
 import signal
 import sys
@@ -49,6 +50,15 @@ MAIN_PROCESS = True  # one process: it logs, shows progress and checkpoints
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 STOP_REQUESTS: list[int] = []  # the stop signals this process has received
 PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+def resuming(args: argparse.Namespace) -> bool:
+    """Whether this start continues a run: --resume or --eval-only, a requeued SLURM
+    job, or a start after a preemption (the checkpoint.PREEMPTED file it left)."""
+    counts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
+    preempted = (args.checkpoint_dir / checkpoint.PREEMPTED).exists()
+    return args.resume or args.eval_only or restarted or preempted
 
 
 def catch_stop_signals() -> None:
@@ -304,22 +314,24 @@ def build_run(
                         total_steps),
         position=checkpoint.Position(),
     )  # fmt: skip
-    preempted = args.checkpoint_dir / checkpoint.PREEMPTED  # left by a preempted run
-    if args.resume or args.eval_only or preempted.exists():
+    if resuming(args):
         path = args.checkpoint_dir / "last.pt"
+        # --eval-only trains nothing: the schedule is only read
+        change = "continue" if args.eval_only else args.schedule_change
         position = checkpoint.resume(
-            path, model, optimizer, run.scaler, run.scheduler, args.schedule_change
+            path, model, optimizer, run.scaler, run.scheduler, change
         )
-        if position is None:
+        if position is None and (args.resume or args.eval_only):
             raise SystemExit(f"--resume: no checkpoint at {path}")
-        run.position, run.monitor.since_step = position, position.step
-        log.info(
-            "resumed from %s at epoch %d, step %d",
-            path,
-            position.epoch + 1,
-            position.step,
-        )
-        preempted.unlink(missing_ok=True)
+        if position is not None:
+            run.position, run.monitor.since_step = position, position.step
+            log.info(
+                "resumed from %s at epoch %d, step %d",
+                path,
+                position.epoch + 1,
+                position.step,
+            )
+        (args.checkpoint_dir / checkpoint.PREEMPTED).unlink(missing_ok=True)
     return run
 
 

@@ -53,6 +53,18 @@ STOP_REQUESTS: list[int] = []  # the stop signals this process has received
 PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
 
 
+def resuming(args: argparse.Namespace) -> bool:
+    """Whether this start continues a run: --resume or --eval-only, a torchrun restart
+    (--max_restarts), a requeued SLURM job, or a start after a preemption (the
+    checkpoint.PREEMPTED file it left)."""
+    counts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
+    preempted = (args.checkpoint_dir / checkpoint.PREEMPTED).exists()
+    # torchrun counts restarts per node, and a node may not see the PREEMPTED file:
+    # the ranks agree (not each by what it sees).
+    return dist_utils.any_rank(args.resume or args.eval_only or restarted or preempted)
+
+
 def catch_stop_signals() -> None:
     for number in STOP_SIGNALS:
         signal.signal(number, lambda received, frame: STOP_REQUESTS.append(received))
@@ -242,8 +254,8 @@ def summary_line(run: Run) -> str:
 def build_loaders(
     args: argparse.Namespace, device: torch.device
 ) -> tuple[DataLoader, DataLoader]:
-    # Once per node: without a shared disk, every node needs its own download.
-    dist_utils.node_first(lambda: data.prepare(args))
+    # Once per shared disk: one download for all nodes, or one per node without one.
+    dist_utils.prepare_once(lambda: data.prepare(args), data.prepared_dir(args))
     train_set, val_set = split_dataset(args)
     # Each rank reads a disjoint shard of every epoch. drop_last: no short last batch
     # (BatchNorm cannot normalize a batch of one sample).
@@ -290,20 +302,12 @@ def build_run(
         monitor=Monitor(args, Tracker(args, MAIN_PROCESS), global_batch, total_steps),
         position=checkpoint.Position(), no_sync=no_sync,
     )  # fmt: skip
-    # torchrun restarts every worker after a failure (--max_restarts). It counts
-    # restarts per node, so the ranks agree on resuming (not each by its own count).
-    # A requeued SLURM job, and a start after a preemption, resume too.
-    restarted = any(
-        int(os.environ.get(n, "0")) > 0
-        for n in ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
-    )
-    preempted = args.checkpoint_dir / checkpoint.PREEMPTED
-    if dist_utils.any_rank(
-        args.resume or args.eval_only or restarted or preempted.exists()
-    ):
+    if resuming(args):
         path = args.checkpoint_dir / "last.pt"
+        # --eval-only trains nothing: the schedule is only read
+        change = "continue" if args.eval_only else args.schedule_change
         position = checkpoint.resume(
-            path, model, optimizer, run.scaler, run.scheduler, args.schedule_change
+            path, model, optimizer, run.scaler, run.scheduler, change
         )
         if position is None and (args.resume or args.eval_only):
             raise SystemExit(f"--resume: no checkpoint at {path}")
@@ -316,8 +320,8 @@ def build_run(
                 position.epoch + 1,
                 position.step,
             )
-        if MAIN_PROCESS:
-            preempted.unlink(missing_ok=True)
+        if MAIN_PROCESS:  # resumed: the next start need not
+            (args.checkpoint_dir / checkpoint.PREEMPTED).unlink(missing_ok=True)
     return run
 
 

@@ -11,6 +11,7 @@ checks that the loss fell).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
@@ -51,10 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Download or preprocess once per node (local rank 0, while the node's other ranks
-    wait); synthetic data needs nothing. Where the data cannot be had (offline, say),
+    """Download or preprocess into prepared_dir(), by one process while the others wait:
+    one for all nodes where they share it, else one per node; synthetic data needs
+    nothing. Where the data cannot be had (offline, say),
     ``raise SystemExit("what is missing: the flag that fixes it")``: that one line is
     shown and every rank stops."""
+
+
+def prepared_dir(args: argparse.Namespace) -> Path:
+    """Where prepare() writes (change it with prepare()): the ranks check whether every
+    node sees it, and then one process prepares it for all nodes, else one per node.
+    --smoke prepares nothing; its checkpoints' folder stands in."""
+    return args.checkpoint_dir if args.smoke else Path("data")
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:

@@ -198,7 +198,8 @@ def train(args: argparse.Namespace) -> None:
     # The Trainer reloads the best checkpoint on every rank at the end (and resumes from
     # the newest): without a filesystem all nodes share, each node writes its own copy.
     training_args.save_on_each_node = not dist_utils.shared_dir(args.checkpoint_dir)
-    dist_utils.node_first(lambda: data.prepare(args))  # downloads once per node
+    # downloads once per shared disk (all nodes, or each node without one)
+    dist_utils.prepare_once(lambda: data.prepare(args), data.prepared_dir(args))
     train_set, val_set = split_dataset(args)
     world_size = training_args.world_size
     global_batch = args.batch_size * world_size * args.grad_accum

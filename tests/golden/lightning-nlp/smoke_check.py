@@ -38,7 +38,8 @@ def arm_fault(trainer, marker_dir: Path) -> None:
     its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
     marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
     train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
-    the ranks average them, at every step: a broken gradient that stays in sync.
+    the ranks average them, at every step: a broken gradient that stays in sync;
+    ``slow:RANK:SECONDS`` sleeps that long at every step (a run slow enough to stop).
     RANK ``*``: every rank this environment reaches (one node's)."""
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
@@ -55,6 +56,9 @@ def arm_fault(trainer, marker_dir: Path) -> None:
     def fault() -> None:
         nonlocal steps
         steps += 1
+        if kind == "slow":
+            time.sleep(float(arg))
+            return
         if steps not in at or (kind == "kill" and str(steps) in fired):
             return
         print(

@@ -39,7 +39,8 @@ def arm_fault(model: nn.Module, marker_dir: Path, done: int = 0) -> None:
     its first training step, ``kill:RANK:STEP`` (SIGKILL) at its STEP-th, once: a
     marker file (in ``marker_dir``, or ``GENIE_FAULT_MARKER``) lets the restarted job
     train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
-    the ranks average them, at every step: a broken gradient that stays in sync.
+    the ranks average them, at every step: a broken gradient that stays in sync;
+    ``slow:RANK:SECONDS`` sleeps that long at every step (a run slow enough to stop).
     RANK ``*``: every rank this environment reaches (one node's). Steps count from the
     start of training (``done`` were trained before a resume): ``kill:RANK:5,10``
     kills at step 5 and, in the restarted run, at step 10; ``usr1:RANK:STEP`` sends
@@ -60,6 +61,9 @@ def arm_fault(model: nn.Module, marker_dir: Path, done: int = 0) -> None:
     def fault() -> None:
         nonlocal steps
         steps += 1
+        if kind == "slow":
+            time.sleep(float(arg))
+            return
         if steps not in at or (kind == "kill" and str(steps) in fired):
             return
         print(

@@ -11,6 +11,7 @@ import os
 import random
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -77,13 +78,25 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def node_first(prepare: Callable[[], None]) -> None:
-    """Run ``prepare`` (downloads, caches) on local rank 0 of every node, then on the
-    other ranks: once per node, not once per job (without a shared disk, other nodes
-    would have no data). Where it fails, every rank stops together: the node's first
-    process says why (data.prepare says it in one line), the others exit quietly
-    instead of losing their peer in a barrier."""
-    first = int(os.environ.get("LOCAL_RANK", "0")) == 0
+def prepare_once(prepare: Callable[[], None], directory: Path) -> None:
+    """Run ``prepare`` (downloads, caches: into ``directory``) before the other ranks
+    read its result: once per job where every node sees the same ``directory`` (a
+    shared filesystem: global rank 0 prepares), else once per node (local rank 0), so
+    that no two nodes write the same files at once (pytorch-lightning issue 17732) and
+    a node without a shared disk still gets its own copy. Where it fails, every
+    rank stops together: the preparing process says why (data.prepare says it in one
+    line), the others exit quietly instead of losing their peer in a barrier."""
+    shared = shared_dir(directory)
+    if dist.get_rank() == 0:
+        how = (
+            "shared by all nodes: rank 0"
+            if shared
+            else "per node: each node's first process"
+        )
+        logging.getLogger("train").info("data: %s/ is %s prepares it", directory, how)
+    first = (
+        dist.get_rank() == 0 if shared else int(os.environ.get("LOCAL_RANK", "0")) == 0
+    )
     failure: BaseException | None = None
     if first:
         try:
@@ -92,8 +105,22 @@ def node_first(prepare: Callable[[], None]) -> None:
             failure = err
     if any_rank(failure is not None):  # the others wait here
         raise failure if failure is not None else SystemExit(1)
-    if not first:
-        prepare()
+
+
+def shared_dir(directory: Path) -> bool:
+    """Whether every rank sees the same ``directory``: rank 0 leaves a file of a new
+    name in it (no client has cached its absence) and every rank looks for it."""
+    name = [f".genie-probe-{os.getpid()}-{random.SystemRandom().getrandbits(64):x}"]
+    dist.broadcast_object_list(name, src=0)
+    probe = directory / name[0]
+    if dist.get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+    barrier()  # the probe exists
+    shared = every_rank(probe.exists())  # every rank has looked
+    if dist.get_rank() == 0:
+        probe.unlink()
+    return shared
 
 
 def barrier() -> None:

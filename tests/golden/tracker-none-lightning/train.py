@@ -263,9 +263,9 @@ def train(args: argparse.Namespace) -> None:
     resume, required = None, args.resume or args.eval_only
     if dist_utils.any_rank(required or restarted):
         resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
-    # Downloads once per node (local rank 0 first), before setup() on every rank: not
+    # Downloads once per shared disk (all nodes, or each node), before setup(): not
     # in prepare_data, where a failed download leaves the others in Lightning's barrier.
-    dist_utils.node_first(lambda: data.prepare(args))
+    dist_utils.prepare_once(lambda: data.prepare(args), data.prepared_dir(args))
     datamodule = DataModule(args)
     if args.eval_only:
         with logs_above_the_bar():

@@ -94,9 +94,9 @@ def eval_transform(size: int) -> transforms.Compose:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Download once per node (local rank 0: torchvision's download is not safe to race,
-    and a node without a shared disk needs its own copy). Offline (compute nodes often
-    are), stop with one line that says what to pass instead."""
+    """Download by one process (one for all nodes where they share --download-dir,
+    else one per node: torchvision's download is not safe to race). Offline (compute
+    nodes often are), stop with one line that says what to pass instead."""
     if args.smoke or args.data_dir is not None:
         return
     try:
@@ -107,6 +107,13 @@ def prepare(args: argparse.Namespace) -> None:
             "--data-dir with an image folder (one subfolder per class), or download it "
             "where there is network and copy it into --download-dir"
         ) from None
+
+
+def prepared_dir(args: argparse.Namespace) -> Path:
+    """Where prepare() writes: the ranks check whether every node sees it (then one
+    process prepares it for all). --smoke prepares nothing; its checkpoints' folder
+    stands in."""
+    return args.checkpoint_dir if args.smoke else args.download_dir
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:

@@ -11,7 +11,9 @@ Items are dicts (``input_ids``, ``attention_mask``, ``labels``) padded to
 from __future__ import annotations
 
 import argparse
+import os
 import random
+from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
@@ -113,9 +115,10 @@ def load_texts(args: argparse.Namespace) -> tuple[list[str], list[int], int]:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Download the dataset and tokenizer once per node (local rank 0); the node's other
-    ranks then read its cache. Offline (compute nodes often are), stop with one line
-    that says what to pass instead."""
+    """Download the dataset and tokenizer into the cache, by one process (one for all
+    nodes where they share the cache, else one per node); the other ranks then read
+    it. Offline (compute nodes often are), stop with one line that says what to pass
+    instead."""
     if args.smoke:
         return
     try:
@@ -129,6 +132,15 @@ def prepare(args: argparse.Namespace) -> None:
             "--data-files FILE and --model-name with a local folder, or fill the "
             "Hugging Face cache (HF_HOME) where there is network"
         ) from None
+
+
+def prepared_dir(args: argparse.Namespace) -> Path:
+    """Where prepare() writes: the Hugging Face cache (HF_HOME). The ranks check whether
+    every node sees it (then one process prepares it for all). --smoke prepares
+    nothing; its checkpoints' folder stands in."""
+    if args.smoke:
+        return args.checkpoint_dir
+    return Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
 
 
 def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
