@@ -63,7 +63,7 @@ else:
         model(features=torch.randn(2, 32)).sum().backward()
         optimizer.step()  # the optimizer's moments exist from here
         position = checkpoint.Position()
-        state = checkpoint.training_state(model, optimizer, scaler, scheduler, position)
+        state = checkpoint.training_state(model, optimizer, scaler, scheduler, position, args)
         if dist.get_rank() == 0:
             checkpoint.save_atomic(where / "last.pt", state)
     elif os.environ["MODE"] == "copy":  # every rank unpickles a whole copy (before)
@@ -71,7 +71,7 @@ else:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     elif os.environ["MODE"] != "build":
-        checkpoint.resume(where / "last.pt", model, optimizer, scaler, scheduler)
+        checkpoint.resume(where / "last.pt", model, optimizer, scaler, scheduler, None)
 time.sleep(0.05)
 with torch.device("meta"):
     params = sum(p.numel() * p.element_size() for p in build().parameters())

@@ -197,9 +197,9 @@ def test_resumed_training_ends_bit_for_bit_where_uninterrupted_training_ends(tmp
             "train.py", "--smoke"]  # fmt: skip
     env = {**os.environ, **CPU_ENV}
 
-    # a crash right after the first epoch's checkpoint, when CRASH is set
-    inject(project, "        del state\n",
-           "        if os.environ.get('CRASH'):\n            raise SystemExit(3)\n")  # fmt: skip
+    # a crash right after the first checkpoint (step 3, mid-epoch), when CRASH is set
+    inject(project, "    del state\n",
+           "    if os.environ.get('CRASH'):\n        raise SystemExit(3)\n")  # fmt: skip
 
     def run(*args: str, **extra: str) -> int:
         done = subprocess.run([*base, "--epochs", "3", *args], cwd=project,
