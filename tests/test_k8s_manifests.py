@@ -99,3 +99,26 @@ def test_manifests_are_written_only_for_kubernetes_projects():
     files = engine.render(build_spec({"name": "p", "scheduler": "none"}, MACHINE))
     assert not any(path.endswith(".yaml") for path in files)
     assert "launch/slurm.sbatch" not in files
+
+
+def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests):
+    """The same CPUs as launch/slurm.sbatch's --cpus-per-task for the same answers (train.py
+    sizes its DataLoader workers from them), and for genie's own loop, which checkpoints on
+    SIGTERM, the preemption notice as grace period; Lightning's pods get none."""
+    answers = VARIANTS["four-gpu-nodes"]
+    slurm = engine.render(build_spec({"name": "proj", **answers, "scheduler": "slurm"}, MACHINE))
+    sbatch = slurm["launch/slurm.sbatch"].decode().splitlines()
+    [cpus] = [line for line in sbatch if "--cpus-per" in line]
+    job = manifests["four-gpu-nodes"]
+    for replica in job["launch/pytorchjob.yaml"]["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        [container] = pod["containers"]
+        assert cpus == f"#SBATCH --cpus-per-task={container['resources']['requests']['cpu']}"
+        assert container["resources"]["requests"]["cpu"] == 32  # 4 for each of 8 GPUs
+        assert pod["terminationGracePeriodSeconds"] == 120
+    trainer = job["launch/trainjob.yaml"]["spec"]["trainer"]
+    assert trainer["resourcesPerNode"]["requests"]["cpu"] == 32
+    lightning = manifests["lightning-odd-name"]["launch/pytorchjob.yaml"]["spec"]
+    pod = lightning["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert "terminationGracePeriodSeconds" not in pod
+    assert pod["containers"][0]["resources"]["requests"]["cpu"] == 8  # 2 GPUs

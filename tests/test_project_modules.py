@@ -187,3 +187,74 @@ def test_a_changed_schedule_length_is_refused_or_followed_as_asked(project, chan
     again = schedule(200)
     optim.resume_schedule(again, longer.state_dict(), 61, None)
     assert again.get_last_lr() == longer.get_last_lr()
+
+
+@pytest.mark.parametrize("project", [{"task": "cv"}], indirect=True)
+@pytest.mark.parametrize(
+    ("cpus", "env", "workers"),
+    [
+        (32, {"LOCAL_WORLD_SIZE": "8"}, 3),  # torchrun: 8 processes share the node's 32
+        (64, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "32"}, 3),  # SLURM allots 32
+        (8, {"SLURM_CPUS_PER_TASK": "4"}, 3),  # a process srun started alone: its task's 4
+        (2, {"LOCAL_WORLD_SIZE": "2"}, 0),  # a laptop: the processes load their own data
+        (256, {"LOCAL_WORLD_SIZE": "2"}, 8),  # at most MAX_WORKERS
+    ],
+)
+def test_data_workers_follow_the_cpus_each_process_has(project, monkeypatch, cpus, env, workers):
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_CPUS_PER_TASK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    config = importlib.import_module("config")
+    assert config.parse_args([]).num_workers == workers
+    assert config.parse_args(["--num-workers", "5"]).num_workers == 5
+    assert config.parse_args(["--smoke"]).num_workers == 0  # synthetic data in memory
+
+
+@pytest.mark.parametrize("project", [{"task": "cv"}], indirect=True)
+def test_cifar_sized_images_keep_their_resolution_through_the_stem(project, tmp_path):
+    import torch
+
+    config = importlib.import_module("config")
+    model = importlib.import_module("model")
+    data = importlib.import_module("data")
+    cifar = config.parse_args([])  # CIFAR-10, trained at its own 32 px
+    folder = config.parse_args(["--data-dir", str(tmp_path)])  # an ImageFolder: 224 px
+    assert (data.image_size(cifar), data.image_size(folder)) == (32, 224)
+    assert "RandomCrop(size=(32, 32), padding=4)" in repr(data.train_transform(32))
+    assert "RandomResizedCrop" in repr(data.train_transform(224))
+    small, large = model.build_model(cifar, 10).backbone, model.build_model(folder, 10).backbone
+    assert (small.conv1.kernel_size, small.conv1.stride) == ((3, 3), (1, 1))
+    assert isinstance(small.maxpool, torch.nn.Identity)
+    assert (large.conv1.kernel_size, large.conv1.stride) == ((7, 7), (2, 2))
+    # the first residual stage sees 32x32 of a 32x32 image (the ImageNet stem: 8x8)
+    seen = []
+    small.layer1.register_forward_hook(lambda module, inputs, output: seen.append(output.shape))
+    small(torch.zeros(1, 3, 32, 32))
+    assert seen[0][-2:] == (32, 32)
+
+
+@pytest.mark.parametrize("project", [{"task": "nlp"}], indirect=True)
+def test_texts_are_tokenized_once_and_batches_padded_to_their_longest(project, monkeypatch):
+    monkeypatch.chdir(project)  # --smoke keeps them under checkpoints/smoke
+    config = importlib.import_module("config")
+    data = importlib.import_module("data")
+    evaluation = importlib.import_module("evaluation")
+    args = config.parse_args(["--smoke"])
+    calls = []
+    tokenizer = data.load_tokenizer
+    monkeypatch.setattr(data, "load_tokenizer", lambda a: calls.append(1) or tokenizer(a))
+    data.prepare(args)
+    data.prepare(args)  # a second start, a second rank: the saved result is kept
+    assert len(calls) == 1
+    assert list(data.tokenized_dir(args).parent.iterdir()) == [data.tokenized_dir(args)]
+    train_set, val_set = evaluation.split_dataset(args)
+    items = [train_set[i] for i in range(len(train_set))]
+    lengths = {len(item["input_ids"]) for item in items}
+    assert len(lengths) > 1 and max(lengths) < data.SMOKE_MAX_LENGTH  # not padded
+    batch = train_set.collate_fn(items[:4])
+    longest = max(len(item["input_ids"]) for item in items[:4])
+    assert batch["input_ids"].shape == batch["attention_mask"].shape == (4, longest)
+    assert batch["attention_mask"].sum() == sum(len(item["input_ids"]) for item in items[:4])
+    assert val_set.collate_fn == train_set.collate_fn

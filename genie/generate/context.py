@@ -42,7 +42,8 @@ def context(spec: Spec) -> dict[str, Any]:
         "global_batch": spec.global_batch,
         "max_restarts": launch.ELASTIC_MAX_RESTARTS,
         "slurm_port_base": launch.SLURM_PORT_BASE,
-        "slurm_notice": launch.SLURM_NOTICE,
+        "slurm_notice": launch.PREEMPTION_NOTICE,
+        "cpus_per_process": launch.cpus_per_process(spec),
         "launch": {
             "single_node": launch.shell_join(launch.single_node_args(spec)),
             "multi_node": (

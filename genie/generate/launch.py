@@ -166,7 +166,8 @@ SLURM_SCRIPT = "launch/slurm.sbatch"
 SLURM_LOGS = "logs"
 SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
 SLURM_PORT_VAR = "$rdzv_port"  # the script derives it from the job id
-SLURM_NOTICE = 120  # seconds of warning before the time limit: enough for a checkpoint
+PREEMPTION_NOTICE = 120  # seconds between the warning signal and the kill (SLURM, pods)
+CPUS_PER_GPU = 4  # 3 DataLoader workers and the training process: most GPU nodes have them
 SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
 K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
 
@@ -178,23 +179,35 @@ def slurm_uses_srun_tasks(spec: Spec) -> bool:
     return framework.srun_tasks or not framework.torchrun
 
 
+def cpus_per_process(spec: Spec) -> int:
+    """CPUs each training process is given (SLURM's --cpus-per-task, the pods' requests):
+    CPUS_PER_GPU for each GPU it drives, one on CPU-only nodes. config.default_workers()
+    in the project sizes its DataLoader workers from them."""
+    if not spec.gpus_per_node:
+        return 1
+    return CPUS_PER_GPU * max(1, spec.gpus_per_node // spec.processes_per_node)
+
+
+def cpus_per_node(spec: Spec) -> int:
+    return cpus_per_process(spec) * spec.processes_per_node
+
+
 def sbatch_directives(spec: Spec) -> list[str]:
     """The ``#SBATCH`` options of launch/slurm.sbatch, in order (pure)."""
     per_node = spec.processes_per_node
-    cpus_per_process = 4 if spec.gpus_per_node else 1  # data-loading workers on GPU nodes
-    tasks, cpus = (per_node, cpus_per_process) if slurm_uses_srun_tasks(spec) else (
-        1, per_node * cpus_per_process)  # fmt: skip
+    tasks, cpus = (per_node, cpus_per_process(spec)) if slurm_uses_srun_tasks(spec) else (
+        1, cpus_per_node(spec))  # fmt: skip
     lines = [f"--job-name={spec.name}", f"--nodes={spec.nodes}", f"--ntasks-per-node={tasks}"]
     if spec.gpus_per_node:
         lines.append(f"--gpus-per-node={spec.gpus_per_node}")
     lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
-    # Preemption: SLURM signals SLURM_NOTICE seconds before the time limit and the job comes
+    # Preemption: SLURM signals PREEMPTION_NOTICE seconds before the time limit and the job comes
     # back requeued, appending to its log. genie's own loops get the signal through the
     # batch script (B:), which stops the step; Lightning's SLURM support, in its tasks.
     framework = FRAMEWORKS[spec.framework]
     if not framework.trainer or framework.srun_tasks:
         where = "" if framework.trainer else "B:"
-        lines += [f"--signal={where}USR1@{SLURM_NOTICE}", "--requeue", "--open-mode=append"]
+        lines += [f"--signal={where}USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
     for name in ("partition", "account", "time"):
         value = getattr(spec, name)
         if value:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genie.generate.launch import ENTRYPOINT
+from genie.generate.launch import ENTRYPOINT, PREEMPTION_NOTICE, cpus_per_node
+from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
 K8S_WORKDIR = "/workspace"  # where the image holds the project
@@ -20,9 +21,12 @@ def kubernetes_name(spec: Spec) -> str:
 
 
 def _k8s_resources(spec: Spec) -> dict[str, Any]:
+    # the CPUs launch/slurm.sbatch asks for too: train.py sizes its DataLoader workers
+    # from them (requests, no limit: a CPU limit throttles the data loaders)
+    resources: dict[str, Any] = {"requests": {"cpu": cpus_per_node(spec)}}
     if spec.gpus_per_node:
-        return {"limits": {"nvidia.com/gpu": spec.gpus_per_node}}
-    return {}
+        resources["limits"] = {"nvidia.com/gpu": spec.gpus_per_node}
+    return resources
 
 
 def _pod(spec: Spec) -> dict[str, Any]:
@@ -36,15 +40,16 @@ def _pod(spec: Spec) -> dict[str, Any]:
         # NCCL and the data loader's workers share memory through /dev/shm
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    resources = _k8s_resources(spec)
-    if resources:
-        container["resources"] = resources
-    return {
-        "spec": {
-            "containers": [container],
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-        }
+    container["resources"] = _k8s_resources(spec)
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
+    if not FRAMEWORKS[spec.framework].trainer:
+        # SIGTERM first (preemption, eviction): genie's loop checkpoints at its next step
+        # and exits; the restarted pod (restartPolicy) resumes from that checkpoint.
+        pod["terminationGracePeriodSeconds"] = PREEMPTION_NOTICE
+    return {"spec": pod}
 
 
 def pytorchjob(spec: Spec) -> dict[str, Any]:
@@ -74,9 +79,7 @@ def trainjob(spec: Spec) -> dict[str, Any]:
         "numNodes": spec.nodes,
         "numProcPerNode": spec.processes_per_node,
     }
-    resources = _k8s_resources(spec)
-    if resources:
-        trainer["resourcesPerNode"] = resources
+    trainer["resourcesPerNode"] = _k8s_resources(spec)
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",

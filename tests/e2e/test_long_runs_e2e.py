@@ -68,7 +68,8 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
             break
     code, rest = finish(second)
     seen += rest
-    stopped = re.search(r"SIGTERM: stopped at step (\d+)", seen)
+    # torchrun signals its workers one after the other: rank 0 may learn of it from rank 1
+    stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+)", seen)
     assert code != 0 and stopped, seen[-5000:]
     assert "resuming from step 5 of preempted/last.pt" in seen
     code, third = finish(torchrun(run.project, run.env, "preempted"))

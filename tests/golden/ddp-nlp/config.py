@@ -23,6 +23,9 @@ SMOKE_STEPS = 8
 # few minutes of a typical run at 0.2-0.5 s per step; --smoke checkpoints mid-epoch.
 SAVE_EVERY = 500
 SMOKE_SAVE_EVERY = 3
+# DataLoader workers per process at most, by default: each holds a copy of the dataset
+# object, and more seldom help (--num-workers sets any number).
+MAX_WORKERS = 8
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +86,10 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--num-workers", type=int, default=2, help="DataLoader workers per process"
+        "--num-workers",
+        type=int,
+        help="DataLoader workers per process (default: its share of the CPUs, less one "
+        f"for itself, at most {MAX_WORKERS})",
     )
     parser.add_argument(
         "--log-every", type=int, default=10, help="optimizer steps between logs"
@@ -165,6 +171,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
         per_epoch = SMOKE_STEPS * args.batch_size * args.grad_accum * world_size
         args.smoke_samples = math.ceil(per_epoch / (1 - args.val_fraction))
+    elif args.num_workers is None:
+        args.num_workers = default_workers()
     if args.precision == "fp16" and not torch.cuda.is_available():
         # fp16 with a loss scaler needs CUDA: on a CPU machine (the laptop that
         # made the project, say) train in bf16, as genie smoke tests it there
@@ -187,6 +195,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 flush=True,
             )
     return args
+
+
+def default_workers() -> int:
+    """This process's share of the CPUs it may run on (its affinity; SLURM's
+    --cpus-per-task where that is fewer), less one for the process itself. torchrun's
+    processes on a node share its CPUs; a process srun started alone has its task's."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0))
+    else:  # macOS
+        cpus = os.cpu_count() or 1
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        cpus = min(cpus, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(0, min(MAX_WORKERS, cpus // processes - 1))
 
 
 def native_bf16() -> bool:

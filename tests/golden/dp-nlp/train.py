@@ -258,12 +258,16 @@ def build_loaders(
         ),
         drop_last=True,
         generator=torch.Generator(),  # not the global RNG: dropout resumes exactly
+        collate_fn=train_set.collate_fn,
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
     )
     val_loader = DataLoader(
-        val_set, batch_size=batch_size, num_workers=args.num_workers
+        val_set,
+        batch_size=batch_size,
+        collate_fn=val_set.collate_fn,
+        num_workers=args.num_workers,
     )
     return loader, val_loader
 

@@ -265,6 +265,7 @@ def build_loaders(
         sampler=checkpoint.ResumableSampler(train_set, seed=args.seed),
         drop_last=True,
         generator=torch.Generator(),  # not the global RNG: dropout resumes exactly
+        collate_fn=train_set.collate_fn,
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
         persistent_workers=args.num_workers > 0,
@@ -274,6 +275,7 @@ def build_loaders(
         val_set,
         batch_size=args.batch_size,
         sampler=DistributedSampler(val_set, shuffle=False),
+        collate_fn=val_set.collate_fn,
         num_workers=args.num_workers,
         pin_memory=device.type == "cuda",
     )

@@ -18,6 +18,9 @@ from torchvision import datasets, transforms
 # ImageNet statistics: the usual choice, and right for pretrained torchvision weights.
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SMOKE_IMAGE_SIZE = 32
+# Images up to this size (CIFAR's 32 px) are trained at their own size: cropped with
+# padding, and the model gets a stem that keeps their resolution (see model.py).
+SMALL_IMAGES = 64
 
 
 class ImageClassification(Dataset):
@@ -62,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ImageFolder root, one subfolder per class (default: CIFAR-10)",
     )
     parser.add_argument("--download-dir", type=Path, default=Path("data"))
-    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument(
+        "--image-size", type=int, help="default: 32 for CIFAR-10, 224 with --data-dir"
+    )
     parser.add_argument(
         "--pretrained",
         action="store_true",
@@ -70,10 +75,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def image_size(args: argparse.Namespace) -> int:
+    """The side of the square images the model sees."""
+    if args.smoke:
+        return SMOKE_IMAGE_SIZE
+    if args.image_size:
+        return args.image_size
+    return 224 if args.data_dir is not None else 32  # CIFAR-10 at its own 32 px
+
+
 def train_transform(size: int) -> transforms.Compose:
+    if size <= SMALL_IMAGES:  # CIFAR's augmentation: shifted up to an eighth, flipped
+        crop = [transforms.Resize(size), transforms.RandomCrop(size, padding=size // 8)]
+    else:
+        crop = [transforms.RandomResizedCrop(size)]
     return transforms.Compose(
-        [
-            transforms.RandomResizedCrop(size),
+        crop
+        + [
             transforms.RandomHorizontalFlip(),
             transforms.ToTensor(),
             transforms.Normalize(MEAN, STD),
@@ -83,9 +101,10 @@ def train_transform(size: int) -> transforms.Compose:
 
 def eval_transform(size: int) -> transforms.Compose:
     """Validation sees the whole image, resized and centred: no random augmentation."""
+    resize = size if size <= SMALL_IMAGES else round(size * 256 / 224)  # a margin
     return transforms.Compose(
         [
-            transforms.Resize(round(size * 256 / 224)),
+            transforms.Resize(resize),
             transforms.CenterCrop(size),
             transforms.ToTensor(),
             transforms.Normalize(MEAN, STD),
@@ -125,7 +144,7 @@ def build_datasets(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
 def build_view(args: argparse.Namespace, train: bool) -> Dataset:
     if args.smoke:
         return ImageClassification(SmokeImages(args.smoke_samples), num_classes=10)
-    transform = (train_transform if train else eval_transform)(args.image_size)
+    transform = (train_transform if train else eval_transform)(image_size(args))
     if args.data_dir is not None:
         folder = datasets.ImageFolder(args.data_dir, transform=transform)
         return ImageClassification(folder, num_classes=len(folder.classes))

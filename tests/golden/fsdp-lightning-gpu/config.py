@@ -19,6 +19,9 @@ from model import SMOKE_LR
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
 SMOKE_STEPS = 8
+# DataLoader workers per process at most, by default: each holds a copy of the dataset
+# object, and more seldom help (--num-workers sets any number).
+MAX_WORKERS = 8
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +82,10 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--num-workers", type=int, default=2, help="DataLoader workers per process"
+        "--num-workers",
+        type=int,
+        help="DataLoader workers per process (default: its share of the CPUs, less one "
+        f"for itself, at most {MAX_WORKERS})",
     )
     parser.add_argument(
         "--log-every", type=int, default=10, help="optimizer steps between logs"
@@ -147,6 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
         per_epoch = SMOKE_STEPS * args.batch_size * args.grad_accum * world_size
         args.smoke_samples = math.ceil(per_epoch / (1 - args.val_fraction))
+    elif args.num_workers is None:
+        args.num_workers = default_workers()
     if args.precision == "fp16" and not torch.cuda.is_available():
         # fp16 with a loss scaler needs CUDA: on a CPU machine (the laptop that
         # made the project, say) train in bf16, as genie smoke tests it there
@@ -165,6 +173,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "generated for bf16 or fp32: use --precision fp32"
         )
     return args
+
+
+def default_workers() -> int:
+    """This process's share of the CPUs it may run on (its affinity; SLURM's
+    --cpus-per-task where that is fewer), less one for the process itself. torchrun's
+    processes on a node share its CPUs; a process srun started alone has its task's."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0))
+    else:  # macOS
+        cpus = os.cpu_count() or 1
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        cpus = min(cpus, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(0, min(MAX_WORKERS, cpus // processes - 1))
 
 
 def native_bf16() -> bool:

@@ -23,6 +23,8 @@ def split_dataset(args: argparse.Namespace) -> tuple[Dataset, Dataset]:
     train_set = Subset(train_view, order[val_size:])
     val_set = Subset(val_view, order[:val_size])
     train_set.num_classes = val_set.num_classes = train_view.num_classes
+    # how a batch is made where the items need it (texts padded to the longest)
+    train_set.collate_fn = val_set.collate_fn = getattr(train_view, "collate_fn", None)
     return train_set, val_set
 
 

@@ -61,6 +61,7 @@ class DataModule(L.LightningDataModule):
             batch_size=self.args.batch_size,
             shuffle=True,
             drop_last=True,
+            collate_fn=self.train_set.collate_fn,
             num_workers=self.args.num_workers,
             pin_memory=torch.cuda.is_available(),
             persistent_workers=self.args.num_workers > 0,
@@ -69,9 +70,9 @@ class DataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         # In order; Lightning shards it with a DistributedSampler that pads the last
         # batch (validation_step leaves the padding out).
-        args = self.args
+        val, workers = self.val_set, self.args.num_workers
         return DataLoader(
-            self.val_set, batch_size=args.batch_size, num_workers=args.num_workers
+            val, self.args.batch_size, num_workers=workers, collate_fn=val.collate_fn
         )
 
 
@@ -129,13 +130,10 @@ class Classifier(L.LightningModule):
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         labels = batch.pop("labels")
         logits = self.net(**batch)
-        real = real_samples(
-            self.global_rank,
-            self.trainer.world_size,
-            len(self.trainer.datamodule.val_set),
-            batch_idx * self.args.batch_size,
-            len(labels),
-        ).to(self.device)
+        start = batch_idx * self.args.batch_size
+        ranks = (self.global_rank, self.trainer.world_size)
+        total = len(self.trainer.datamodule.val_set)
+        real = real_samples(*ranks, total, start, len(labels)).to(self.device)
         loss = nn.functional.cross_entropy(logits.float(), labels, reduction="none")
         correct = logits.argmax(dim=-1) == labels
         totals = torch.stack([loss[real].sum(), correct[real].sum(), real.sum()])

@@ -240,6 +240,7 @@ def train(args: argparse.Namespace) -> None:
         args=training_args,
         train_dataset=train_set,
         eval_dataset=val_set,
+        data_collator=train_set.collate_fn,  # None: the Trainer's default
         compute_metrics=compute_metrics,
         callbacks=[recorder, *tracking_callbacks(args, main_process)],
     )
