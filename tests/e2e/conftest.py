@@ -106,6 +106,7 @@ class ElasticRun:
     marker: Path  # the fault's marker file: it exists once the fault fired
     nodes: list[subprocess.CompletedProcess]  # node 0's, node 1's (output in stdout)
     straight: subprocess.CompletedProcess
+    prepared: list[str]  # ddp: the ranks that prepared the data, one per start (ddp only)
 
 
 def _free_port() -> int:
@@ -148,10 +149,13 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
          "train.py", "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "straight"],
         cwd=project, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
+    # read now: the tests that share this project train in it again
+    counted = project / "prepared.txt"
+    prepared = counted.read_text().split() if counted.exists() else []
     return ElasticRun(
         framework, project, env, marker,
         [subprocess.CompletedProcess(n.args, n.returncode, out) for n, out in zip(nodes, outputs, strict=True)],
-        straight,
+        straight, prepared,
     )  # fmt: skip
 
 

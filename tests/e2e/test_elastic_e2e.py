@@ -84,7 +84,7 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
         assert starts >= 4  # the first and three restarts
         straight = run.straight.stdout + run.straight.stderr  # in the same folder: one more
         assert "data: straight/ is shared by all nodes: rank 0 prepares it" in straight
-        assert (run.project / "prepared.txt").read_text().split() == ["0"] * (starts + 1)
+        assert run.prepared == ["0"] * (starts + 1)
         # every step the restarted runs trained again logged the loss and LR it had before
         assert steps_logged(run.straight.stdout + run.straight.stderr) == steps_logged(
             run.straight.stdout + run.straight.stderr, log

@@ -108,7 +108,7 @@ def smoke_texts(num_samples: int, seed: int = 0) -> tuple[list[str], list[int]]:
     texts, labels = [], []
     for _ in range(num_samples):
         label = rng.randrange(2)
-        filler = rng.choices(SMOKE_FILLER, k=rng.randrange(1, 6))  # lengths differ
+        filler = rng.choices(SMOKE_FILLER, k=rng.randrange(1, 4))  # lengths differ
         words = filler + rng.choices(SMOKE_WORDS[label], k=6)
         rng.shuffle(words)
         texts.append(" ".join(words))
