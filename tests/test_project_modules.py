@@ -258,3 +258,24 @@ def test_texts_are_tokenized_once_and_batches_padded_to_their_longest(project, m
     assert batch["input_ids"].shape == batch["attention_mask"].shape == (4, longest)
     assert batch["attention_mask"].sum() == sum(len(item["input_ids"]) for item in items[:4])
     assert val_set.collate_fn == train_set.collate_fn
+
+
+@pytest.mark.parametrize(
+    ("project", "channels_last"),
+    [({"task": "cv"}, True), ({"task": "cv", "strategy": "fsdp"}, False)],
+    indirect=["project"],
+)
+def test_on_a_gpu_the_cv_model_is_channels_last_and_cudnn_benchmarks(
+    project, monkeypatch, channels_last
+):
+    """What build_model does where CUDA is there (the layout change itself runs on CPU)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    config = importlib.import_module("config")
+    model = importlib.import_module("model")
+    net = model.build_model(config.parse_args(["--smoke"]), 10)
+    assert torch.backends.cudnn.benchmark is True
+    weight = net.backbone.conv1.weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) is channels_last
