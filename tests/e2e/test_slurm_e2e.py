@@ -145,11 +145,17 @@ def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(sl
         assert time.monotonic() < deadline, slurm.log()
         time.sleep(0.2)
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+    released = False
     while (state := job_state(slurm, job)) != ("COMPLETED", 1):
         assert time.monotonic() < deadline and state[0] not in ("FAILED", "CANCELLED"), (
-            state, log.read_text()[-4000:])  # fmt: skip
-        if state == ("PENDING", 1):  # requeued: SLURM holds it for a while; start it now
+            state, log.read_text()[-4000:], slurm.log())  # fmt: skip
+        if state == ("PENDING", 1) and not released:
+            # Requeued: SLURM holds it for CredExpire (120 s) so that no node still holds
+            # the old run's revoked credential; start it now, but not within the second of
+            # the revocation ("Job credential revoked" fails it: seen in CI).
+            time.sleep(2)
             subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env)
+            released = True
         time.sleep(0.5)
     text = log.read_text()  # both runs of the job: --open-mode=append
     assert "SIGUSR1: checkpointing at the next step, then requeueing job" in text
