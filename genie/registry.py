@@ -30,6 +30,10 @@ class Framework:
     # under SLURM, srun starts every process itself (no torchrun): Lightning's SLURM
     # detection expects exactly that
     srun_tasks: bool = False
+    # True: train.py stops at an optimizer step on SIGUSR1/SIGTERM, checkpoints and exits
+    # 75 (the batch script and the pods give it the time); False: the library's own
+    # handling (Lightning's SLURM auto-requeue)
+    stop_signals: bool = True
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
     warning: str | None = None  # printed when it is chosen
 
@@ -114,6 +118,7 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
             trainer=True,
             srun_tasks=True,
+            stop_signals=False,
         ),
         Framework(
             "hf",

@@ -26,6 +26,7 @@ VARIANTS = {
     "four-gpu-nodes": {"nodes": 4, "master_addr": "gpu-01", "gpus_per_node": 8},
     "lightning-odd-name": {"name": "My_Proj.v2", "framework": "lightning", "gpus_per_node": 2,
                            "image": "registry.example.com/team/proj:1.0"},
+    "hf-two-nodes": {"framework": "hf", "nodes": 2, "master_addr": "gpu-01", "gpus_per_node": 4},
 }  # fmt: skip
 MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
 
@@ -103,8 +104,8 @@ def test_manifests_are_written_only_for_kubernetes_projects():
 
 def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests):
     """The same CPUs as launch/slurm.sbatch's --cpus-per-task for the same answers (train.py
-    sizes its DataLoader workers from them), and for genie's own loop, which checkpoints on
-    SIGTERM, the preemption notice as grace period; Lightning's pods get none."""
+    sizes its DataLoader workers from them), and where train.py checkpoints on SIGTERM
+    itself (all but Lightning), the preemption notice as grace period."""
     answers = VARIANTS["four-gpu-nodes"]
     slurm = engine.render(build_spec({"name": "proj", **answers, "scheduler": "slurm"}, MACHINE))
     sbatch = slurm["launch/slurm.sbatch"].decode().splitlines()
@@ -118,6 +119,11 @@ def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests)
         assert pod["terminationGracePeriodSeconds"] == 120
     trainer = job["launch/trainjob.yaml"]["spec"]["trainer"]
     assert trainer["resourcesPerNode"]["requests"]["cpu"] == 32
+    hf = manifests["hf-two-nodes"]["launch/pytorchjob.yaml"]["spec"]  # the Trainer's callback
+    assert (
+        hf["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        == 120
+    )
     lightning = manifests["lightning-odd-name"]["launch/pytorchjob.yaml"]["spec"]
     pod = lightning["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert "terminationGracePeriodSeconds" not in pod

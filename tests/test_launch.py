@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from genie.errors import GenieError
-from genie.generate import launch
+from genie.generate import engine, launch
 from genie.spec import build_spec
 
 
@@ -118,15 +118,18 @@ def test_lightning_on_slurm_runs_one_srun_task_per_device(gpu_machine):
 @pytest.mark.parametrize(
     ("framework", "signal"),
     [("ddp", "--signal=B:USR1@120"), ("dp", "--signal=B:USR1@120"),
-     ("lightning", "--signal=USR1@120"), ("hf", None)],
+     ("lightning", "--signal=USR1@120"), ("hf", "--signal=B:USR1@120")],
 )  # fmt: skip
 def test_slurm_warns_before_the_time_limit_whoever_catches_it(cpu_machine, framework, signal):
-    """genie's loops get SIGUSR1 in the batch script, which stops the step and requeues;
-    Lightning's SLURM support catches it in its tasks; the HF Trainer has no handler."""
-    directives = launch.sbatch_directives(slurm_spec(cpu_machine, framework=framework))
-    signals = [d for d in directives if d.startswith("--signal")]
-    assert signals == ([signal] if signal else [])
-    assert ("--requeue" in directives) == (signal is not None)
+    """train.py's own handler (genie's loops, the HF Trainer's callback) gets SIGUSR1
+    through the batch script, which stops the step and requeues; Lightning's SLURM support
+    catches it in its tasks. Every job is requeued and appends to its log."""
+    spec = slurm_spec(cpu_machine, framework=framework)
+    directives = launch.sbatch_directives(spec)
+    assert [d for d in directives if d.startswith("--signal")] == [signal]
+    assert "--requeue" in directives and "--open-mode=append" in directives
+    script = engine.render(spec)["launch/slurm.sbatch"].decode()
+    assert ("trap requeue USR1" in script) == signal.startswith("--signal=B:")
 
 
 def test_partition_account_and_time_become_directives_only_when_given(cpu_machine):

@@ -202,12 +202,10 @@ def sbatch_directives(spec: Spec) -> list[str]:
         lines.append(f"--gpus-per-node={spec.gpus_per_node}")
     lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
     # Preemption: SLURM signals PREEMPTION_NOTICE seconds before the time limit and the job comes
-    # back requeued, appending to its log. genie's own loops get the signal through the
+    # back requeued, appending to its log. train.py's own handler gets the signal through the
     # batch script (B:), which stops the step; Lightning's SLURM support, in its tasks.
-    framework = FRAMEWORKS[spec.framework]
-    if not framework.trainer or framework.srun_tasks:
-        where = "" if framework.trainer else "B:"
-        lines += [f"--signal={where}USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
+    where = "B:" if FRAMEWORKS[spec.framework].stop_signals else ""
+    lines += [f"--signal={where}USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
     for name in ("partition", "account", "time"):
         value = getattr(spec, name)
         if value:

@@ -45,8 +45,8 @@ def _pod(spec: Spec) -> dict[str, Any]:
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
-    if not FRAMEWORKS[spec.framework].trainer:
-        # SIGTERM first (preemption, eviction): genie's loop checkpoints at its next step
+    if FRAMEWORKS[spec.framework].stop_signals:
+        # SIGTERM first (preemption, eviction): train.py checkpoints at its next step
         # and exits; the restarted pod (restartPolicy) resumes from that checkpoint.
         pod["terminationGracePeriodSeconds"] = PREEMPTION_NOTICE
     return {"spec": pod}

@@ -1,7 +1,7 @@
-"""Long runs in genie's own training loop (ddp): a run stopped by a preemption signal
-checkpoints at a step, and the next start resumes there and ends bit-identical to an
-uninterrupted run, with the same loss and learning rate at every step; a resume that would
-change the LR schedule's length stops with one line. (Kills and restarts mid-epoch:
+"""Long runs: a run stopped by a preemption signal checkpoints at a step, and the next start
+resumes there and ends bit-identical to an uninterrupted run (genie's own loop, ddp, with
+the same loss and learning rate at every step; the Hugging Face Trainer); a resume that
+would change the LR schedule's length stops with one line. (Kills and restarts mid-epoch:
 test_elastic_e2e.py.)"""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .conftest import ELASTIC_TRAINING, elastic_group
 from .test_elastic_e2e import final_state, steps_logged
 from .test_smoke_e2e import report_of
 
-pytestmark = [pytest.mark.e2e, elastic_group("ddp")]  # the straight run is elastic_runs'
+pytestmark = pytest.mark.e2e  # the straight runs are elastic_runs'
 
 
 def torchrun(project: Path, env: dict, folder: str, *extra: str, fault: str = "",
@@ -36,11 +36,11 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode if process.wait(timeout=400) is not None else 1, process.stdout.read()
 
 
-def assert_same_end(project: Path, folder: str, straight_log: str) -> None:
+def assert_same_end(project: Path, folder: str, framework: str = "ddp") -> None:
     import torch
 
-    steps_a, a, rng_a = final_state(project, "ddp", "straight")
-    steps_b, b, rng_b = final_state(project, "ddp", folder)
+    steps_a, a, rng_a = final_state(project, framework, "straight")
+    steps_b, b, rng_b = final_state(project, framework, folder)
     assert steps_a == steps_b == 24
     for name, tensor in a.items():  # bit-identical on CPU
         assert torch.equal(tensor, b[name]), name
@@ -48,6 +48,7 @@ def assert_same_end(project: Path, folder: str, straight_log: str) -> None:
         assert torch.equal(rank_a, rank_b)
 
 
+@elastic_group("ddp")
 def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resumes(elastic_runs):
     """SIGUSR1 on every rank during step 5; then SIGTERM to torchrun (as Kubernetes sends it),
     which passes it on to its workers; then a plain start: it resumes, with no --resume,
@@ -78,9 +79,31 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
     assert not (run.project / "preempted" / "PREEMPTED").exists()
     assert steps_logged(straight) == steps_logged(straight, first, seen, third)
     assert report_of(third)["steps"] == 24
-    assert_same_end(run.project, "preempted", straight)
+    assert_same_end(run.project, "preempted")
 
 
+@elastic_group("hf")
+def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resumes(
+    elastic_runs,
+):
+    """SIGUSR1 on rank 1 alone during step 5: both ranks stop after step 5 (they agree),
+    the Trainer saves checkpoint-5 and every process exits 75; a plain start resumes
+    there, mid-epoch, and ends with the weights and RNG states of the uninterrupted run."""
+    run = elastic_runs("hf")
+    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
+    assert code != 0 and first.count("exitcode  : 75") == 2, first[-5000:]
+    said = "another rank's signal: stopped at step 5, checkpoint written to preempted/checkpoint-5"
+    assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
+    assert (run.project / "preempted" / "PREEMPTED").exists()
+    code, second = finish(torchrun(run.project, run.env, "preempted"))
+    assert code == 0, second[-5000:]
+    assert "resuming from preempted/checkpoint-5" in second
+    assert not (run.project / "preempted" / "PREEMPTED").exists()
+    assert report_of(second)["steps"] == 24
+    assert_same_end(run.project, "preempted", "hf")
+
+
+@elastic_group("ddp")
 def test_a_resume_that_would_change_the_schedule_stops_with_one_line(elastic_runs):
     run = elastic_runs("ddp")  # its straight run's checkpoint: 24 steps of a 24-step schedule
     code, log = finish(torchrun(run.project, run.env, "straight", "--epochs", "4", "--resume"))

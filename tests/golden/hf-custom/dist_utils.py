@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from safetensors import safe_open
+from transformers.trainer_utils import get_last_checkpoint
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
     apply_activation_checkpointing,
@@ -247,6 +248,25 @@ def stop(message: str) -> None:
     if dist.get_rank() == 0:  # one line, written now: torchrun stops rank 0 as soon as
         print(message, file=sys.stderr, flush=True)  # another rank has exited
     raise SystemExit(1)
+
+
+PREEMPTED_FILE = "PREEMPTED"  # a preempted run leaves it in --checkpoint-dir
+
+
+def resume_point(folder: Path, required: bool) -> Path | None:
+    """The newest checkpoint-N in ``folder`` after --resume (``required``), a torchrun
+    restart (--max_restarts), in a requeued SLURM job or after a preemption (it left
+    PREEMPTED_FILE); else None. torchrun counts restarts per node: the ranks agree."""
+    counts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
+    preempted = folder / PREEMPTED_FILE
+    if not any_rank(required or restarted or preempted.exists()):
+        return None
+    preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
+    found = None
+    if dist.get_rank() == 0 and folder.is_dir():
+        found = get_last_checkpoint(str(folder))
+    return shared_checkpoint(found, required)
 
 
 def check_fits(model: torch.nn.Module, folder: Path | None) -> None:

@@ -14,6 +14,7 @@ import argparse
 import logging
 import math
 import os
+import signal
 import sys
 
 import torch
@@ -22,7 +23,6 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.integrations import TensorBoardCallback
-from transformers.trainer_utils import get_last_checkpoint
 
 import data
 import dist_utils
@@ -44,13 +44,9 @@ class WithLoss(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(
-        self, labels: torch.Tensor | None = None, **inputs: torch.Tensor
-    ) -> dict:
+    def forward(self, labels: torch.Tensor | None = None, **inputs) -> dict:
         logits = self.model(**inputs)
-        loss = (
-            nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        )
+        loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
         return {"loss": loss, "logits": logits}
 
 
@@ -89,18 +85,59 @@ class LossRecorder(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs) -> None:
         if logs and "loss" in logs:
             self.last_loss = torch.tensor(float(logs["loss"]))
-            self.first_loss = (
-                self.last_loss if self.first_loss is None else self.first_loss
-            )
+            if self.first_loss is None:
+                self.first_loss = self.last_loss
             self.epoch_losses.append(float(logs["loss"]))
 
     def epoch_loss(self) -> float | None:
         """The mean logged loss of the last epoch (every step's, under --smoke)."""
-        return (
-            sum(self.epoch_losses) / len(self.epoch_losses)
-            if self.epoch_losses
-            else None
-        )
+        losses = self.epoch_losses
+        return sum(losses) / len(losses) if losses else None
+
+
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+class Preemption(TrainerCallback):
+    """SIGUSR1 (SLURM's notice) or SIGTERM (Kubernetes, torchrun): save at the end of
+    the optimizer step, stop, and exit PREEMPTED. The ranks agree after every step (one
+    small all-reduce), so all stop at the same one."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.stopped: str | None = None  # the signal that stopped training
+        for number in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(
+                number, lambda received, frame: self.received.append(received)
+            )
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        if dist_utils.any_rank(bool(self.received)):
+            first = self.received[:1]
+            self.stopped = (
+                signal.Signals(first[0]).name if first else "another rank's signal"
+            )
+            control.should_save = control.should_training_stop = True
+            args.load_best_model_at_end = False  # the run exits next: no time to spend
+
+    def on_epoch_end(self, args, state, control, **kwargs) -> None:
+        if self.stopped:  # no epoch-end validation, no second save of the same step
+            control.should_evaluate = control.should_save = False
+
+    def finish(self, trainer: Trainer, folder) -> None:
+        """After training: if stopped, leave PREEMPTED_FILE and exit PREEMPTED."""
+        if not self.stopped:
+            return
+        if trainer.args.should_save:  # each node's main process without a shared disk
+            (folder / dist_utils.PREEMPTED_FILE).touch()  # the next start resumes
+        if trainer.is_world_process_zero():
+            step = trainer.state.global_step
+            log.info(
+                "%s: stopped at step %d, checkpoint written to %s; exiting %d "
+                "(a new start resumes there)",
+                self.stopped, step, folder / f"checkpoint-{step}", PREEMPTED,
+            )  # fmt: skip
+        raise SystemExit(PREEMPTED)
 
 
 def compute_metrics(prediction) -> dict[str, float]:
@@ -215,7 +252,10 @@ def train(args: argparse.Namespace) -> None:
             world_size, global_batch, args.batch_size, world_size, args.grad_accum,
         )  # fmt: skip
     set_seed(args.seed)  # the same initial weights on every rank, run after run
-    recorder = LossRecorder()
+    recorder, preemption = (
+        LossRecorder(),
+        Preemption(),
+    )  # signals stop at a step from here
     trainer = DropLastTrainer(
         model=with_loss(args, train_set.num_classes),
         args=training_args,
@@ -223,20 +263,9 @@ def train(args: argparse.Namespace) -> None:
         eval_dataset=val_set,
         data_collator=train_set.collate_fn,  # None: the Trainer's default
         compute_metrics=compute_metrics,
-        callbacks=[recorder, *tracking_callbacks(args, main_process)],
+        callbacks=[recorder, preemption, *tracking_callbacks(args, main_process)],
     )
-    # torchrun restarts every worker after a failure (--max_restarts): resume then.
-    # It counts restarts per node, so the ranks agree (not each by its own count).
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    resume = None
-    if dist_utils.any_rank(args.resume or restarted):
-        folder = args.checkpoint_dir
-        found = (
-            get_last_checkpoint(str(folder))
-            if main_process and folder.is_dir()
-            else None
-        )
-        resume = dist_utils.shared_checkpoint(found, args.resume)
+    resume = dist_utils.resume_point(args.checkpoint_dir, args.resume)
     dist_utils.check_fits(trainer.model, resume)  # the Trainer loads non-strictly
     if args.smoke:
         import smoke_check
@@ -246,6 +275,7 @@ def train(args: argparse.Namespace) -> None:
     loggers = [logging.root, logging.getLogger("transformers")]
     with logging_redirect_tqdm(loggers=loggers):
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    preemption.finish(trainer, args.checkpoint_dir)
     if main_process:
         log.info(summary_line(args, trainer))
     if args.smoke:
