@@ -16,15 +16,6 @@ os.environ["LANGUAGE"] = "en"
 from genie.detect import Machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (pyproject's addopts): one worker more than this machine has CPUs. The
-    end-to-end tests spend part of their time waiting (for a timeout to strike, a node that
-    starts late, a SLURM job); the extra worker keeps every CPU busy meanwhile."""
-    return len(os.sched_getaffinity(0)) + 1
-
-
 GENIE = [sys.executable, "-m", "genie"]
 
 
