@@ -252,10 +252,8 @@ def train(args: argparse.Namespace) -> None:
             world_size, global_batch, args.batch_size, world_size, args.grad_accum,
         )  # fmt: skip
     set_seed(args.seed)  # the same initial weights on every rank, run after run
-    recorder, preemption = (
-        LossRecorder(),
-        Preemption(),
-    )  # signals stop at a step from here
+    recorder = LossRecorder()
+    preemption = Preemption()  # from here on, SIGUSR1 and SIGTERM stop at a step
     trainer = DropLastTrainer(
         model=with_loss(args, train_set.num_classes),
         args=training_args,

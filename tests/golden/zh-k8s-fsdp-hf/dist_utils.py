@@ -16,13 +16,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from safetensors import safe_open
-from transformers.trainer_utils import get_last_checkpoint
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
     apply_activation_checkpointing,
     checkpoint_wrapper,
 )
 from torch.distributed.fsdp import MixedPrecisionPolicy
+from transformers.trainer_utils import get_last_checkpoint
 
 
 def setup(timeout_minutes: float) -> torch.device:
