@@ -343,7 +343,10 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
             time.sleep(0.5)
         if signature == "hostname_unresolved":
             net.hosts[0].kill_all()  # node 0 gone: node 1 sees its store close
-            time.sleep(4)
+            deadline = time.monotonic() + 60  # when its agent next talks to the store
+            while time.monotonic() < deadline and not failed_with("store_closed", logs[1:]):
+                time.sleep(0.5)
+            time.sleep(2)  # the rest of that rank's error
     # one file with every node's output, as a SLURM job's log has it
     log = tmp_path / "job.log"
     log.write_text("".join(logs[k].read_text(errors="replace") for k in started))

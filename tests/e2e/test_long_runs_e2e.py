@@ -87,11 +87,14 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     elastic_runs,
 ):
     """SIGUSR1 on rank 1 alone during step 5: both ranks stop after step 5 (they agree),
-    the Trainer saves checkpoint-5 and every process exits 75; a plain start resumes
+    the Trainer saves checkpoint-5 and the processes exit 75; a plain start resumes
     there, mid-epoch, and ends with the weights and RNG states of the uninterrupted run."""
     run = elastic_runs("hf")
     code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
-    assert code != 0 and first.count("exitcode  : 75") == 2, first[-5000:]
+    # the ranks exit 75 after the checkpoint; torchrun stops one still shutting down
+    # once it sees the first exit (SIGTERM: -15)
+    codes = re.findall(r"exitcode\s*: (-?\d+)", first)
+    assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
     said = "another rank's signal: stopped at step 5, checkpoint written to preempted/checkpoint-5"
     assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
     assert (run.project / "preempted" / "PREEMPTED").exists()

@@ -130,6 +130,7 @@ class Preemption(TrainerCallback):
             return
         if trainer.args.should_save:  # each node's main process without a shared disk
             (folder / dist_utils.PREEMPTED_FILE).touch()  # the next start resumes
+        trainer.accelerator.wait_for_everyone()  # all written before any process exits
         if trainer.is_world_process_zero():
             step = trainer.state.global_step
             log.info(

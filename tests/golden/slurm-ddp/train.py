@@ -157,6 +157,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
         stop = stop_requested()
         if stop:
             save(run, preempted=True)
+            dist_utils.barrier()  # the checkpoint is complete before any rank exits
             log.info(
                 "%s: stopped at step %d, checkpoint written to %s; exiting %d "
                 "(a new start resumes there)",
