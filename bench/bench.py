@@ -7,6 +7,8 @@
 2. ``genie new --yes --no-smoke`` vs raw cookiecutter + black on the same template and context.
 3. ``genie smoke`` vs a minimal hand-written DDP script under
    ``torchrun --standalone --nproc_per_node=2``.                     target: smoke <= 1.3x
+4. An nlp project's ``--smoke`` run under torchrun vs the same with the ``gc.freeze()`` of
+   ``dist_utils.shutdown()`` taken out: what skipping the exit's collection saves.
 Times are medians of wall-clock seconds over --runs runs; run on an idle machine.
 """
 
@@ -66,6 +68,25 @@ def row(what: str, genie: float, baseline: float, baseline_name: str, target: st
           f"ratio {genie / baseline:>5.2f}   {target}")  # fmt: skip
 
 
+def exit_times(work: Path, runs: int) -> tuple[float, float]:
+    """An nlp project's --smoke run under torchrun (torch and transformers loaded in each
+    rank), as generated and with dist_utils.shutdown()'s gc.freeze() taken out."""
+    subprocess.run([PY, "-m", "genie", "new", str(work / "nlp"), "--yes", "--no-smoke",
+                    "--task", "nlp"], check=True, capture_output=True)  # fmt: skip
+    shutil.copytree(work / "nlp", work / "unfrozen")
+    utils = work / "unfrozen" / "dist_utils.py"
+    source = utils.read_text()
+    assert source.count("    gc.freeze()\n") == 1
+    utils.write_text(source.replace("    gc.freeze()\n", ""))
+    train = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+             "--smoke", "--checkpoint-dir", str(work / "checkpoints")]  # fmt: skip
+    frozen, unfrozen = [], []
+    for _ in range(runs):  # alternated: a drift in the machine's speed hits both alike
+        frozen.append(timed([PY, *train], 1, cwd=work / "nlp"))
+        unfrozen.append(timed([PY, *train], 1, cwd=work / "unfrozen"))
+    return statistics.median(frozen), statistics.median(unfrozen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -117,6 +138,8 @@ def main() -> None:
             "minimal DDP script under torchrun",
             f"target <= 1.3x: {'ok' if ratio <= 1.3 else 'MISSED'}",
         )
+        frozen, unfrozen = exit_times(work, runs)
+        row("exit: nlp --smoke, gc.freeze", frozen, unfrozen, "the same without gc.freeze()", "")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

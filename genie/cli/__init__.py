@@ -4,6 +4,8 @@ status."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 
 import click
@@ -19,6 +21,10 @@ __all__ = ["cli", "main"]
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors print one line and exit non-zero, never a traceback."""
+    if argv is None:  # the command itself: the process ends after this call
+        # run last of the exit handlers: the interpreter's exit then skips a garbage
+        # collection over every object of the modules loaded (bench/bench.py, "exit")
+        atexit.register(gc.freeze)
     try:
         cli.main(args=argv, prog_name="genie", standalone_mode=False)
     except click.exceptions.Abort as err:
