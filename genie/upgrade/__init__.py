@@ -1,0 +1,1 @@
+"""genie upgrade: bring a project to the current templates, keeping its user's edits."""
