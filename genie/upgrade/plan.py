@@ -81,9 +81,9 @@ def _step(
     if path not in ours:
         if not was_genies:
             return Step(ADD, path, new)
-        old = base[path] if base is not None else None
-        changed = old != new if old is not None else recorded[path] != sha256(new)
-        return Step(SIDE, path, new) if changed else None  # the user's deletion stands
+        if _untouched(path, new, base, recorded):
+            return None  # genie writes what it wrote then: the user's deletion stands
+        return Step(SIDE, path, new)
     mine = ours[path]
     if mine == new:
         return None

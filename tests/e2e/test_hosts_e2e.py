@@ -318,6 +318,17 @@ def failed_with(signature: str, logs: list[Path]) -> bool:
     return re.search(pattern, text, re.MULTILINE) is not None
 
 
+def wait_for(signature: str, logs: list[Path], seconds: float, procs=()) -> None:
+    """Until the logs show that failure (then 2 s more: the rest of that rank's error), the
+    seconds pass, or every one of ``procs`` (when given) has exited."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (not procs or any(p.poll() is None for p in procs)):
+        if failed_with(signature, logs):
+            time.sleep(2)
+            return
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize("signature", list(TORCH_ALONE))
 def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signature):
     rdzv, node1, master1, started, seconds, conf = TORCH_ALONE[signature]
@@ -335,18 +346,10 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
             with open(logs[k], "w") as log:
                 procs.append(subprocess.Popen(argv, cwd=dirs[k], env={**os.environ, **CPU_ENV},
                                               stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            if failed_with(signature, [logs[k] for k in started]):
-                time.sleep(2)  # the rest of that rank's error
-                break
-            time.sleep(0.5)
+        wait_for(signature, [logs[k] for k in started], seconds, procs)
         if signature == "hostname_unresolved":
             net.hosts[0].kill_all()  # node 0 gone: node 1 sees its store close
-            deadline = time.monotonic() + 60  # when its agent next talks to the store
-            while time.monotonic() < deadline and not failed_with("store_closed", logs[1:]):
-                time.sleep(0.5)
-            time.sleep(2)  # the rest of that rank's error
+            wait_for("store_closed", logs[1:], 60)  # when its agent next talks to the store
     # one file with every node's output, as a SLURM job's log has it
     log = tmp_path / "job.log"
     log.write_text("".join(logs[k].read_text(errors="replace") for k in started))
