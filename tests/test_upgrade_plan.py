@@ -39,6 +39,8 @@ def test_both_sides_changing_a_line_is_a_conflict_with_its_line():
 def test_nothing_is_done_where_genie_changed_nothing_the_user_had_not():
     assert plan({"x": MINE}, {"x": OLD}, {"x": OLD}, {}) == []  # genie's the same as before
     assert plan({"x": NEW}, {"x": NEW}, {"x": OLD}, {}) == []  # the user made genie's change
+    # without a base: genie's version is the one it wrote then, so the user's stands
+    assert plan({"x": MINE}, {"x": OLD}, None, {"x": sha256(OLD)}) == []
 
 
 def test_new_files_are_added_and_a_users_own_file_of_that_name_is_never_replaced():

@@ -7,6 +7,7 @@ from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS, MODULES, Module
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE
+from genie.upgrade.base import ARCHIVE
 
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 
@@ -89,4 +90,5 @@ def _project_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]
         *([("README.zh-CN.md", gettext("README.md in Chinese"))] if spec.docs_lang == "zh" else []),
         (".gitignore", gettext("keeps checkpoints and caches out of git")),
         (ANSWERS_FILE, gettext("the answers genie used; regenerate with --answers")),
+        (ARCHIVE, gettext("the files as genie wrote them: genie upgrade merges against them")),
     ]

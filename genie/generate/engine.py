@@ -18,6 +18,7 @@ from genie.generate.context import context
 from genie.generate.pause import pause_point
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE, dump_answers
+from genie.upgrade import base
 
 
 def template_root() -> Path:
@@ -49,7 +50,8 @@ def render(spec: Spec) -> dict[str, bytes]:
     import black
     from cookiecutter.main import cookiecutter
 
-    wanted = [path for path, _what in project_files(spec) if path != ANSWERS_FILE]
+    records = (ANSWERS_FILE, base.ARCHIVE)  # genie's own, written below
+    wanted = [path for path, _what in project_files(spec) if path not in records]
     files: dict[str, bytes] = {}
     with scratch.directory("render") as tmp:
         config = Path(tmp, "cookiecutter.yml")
@@ -69,7 +71,11 @@ def render(spec: Spec) -> dict[str, bytes]:
             if path.endswith(".py"):
                 text = black.format_str(text, mode=black.Mode())
             files[path] = text.encode("utf-8")
+    # what genie wrote, for a later ``genie upgrade`` to merge against (not the answers file:
+    # an upgrade writes that one afresh)
+    archive = base.pack(files)
     files[ANSWERS_FILE] = dump_answers(spec).encode("utf-8") + _hashes(files)
+    files[base.ARCHIVE] = archive
     return files
 
 

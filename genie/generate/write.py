@@ -15,6 +15,7 @@ from genie.generate.catalogue import EXECUTABLE
 from genie.generate.pause import pause_point
 from genie.i18n import _
 from genie.spec.answers import ANSWERS_FILE, load_answers
+from genie.upgrade.base import ARCHIVE
 
 STAGING_PREFIX = ".{name}.genie-"
 
@@ -63,7 +64,7 @@ def _check_overwrites(target: Path, files: dict[str, bytes]) -> None:
     blocked = []
     for path, data in files.items():
         existing = target / path
-        if not existing.exists() or (path == ANSWERS_FILE and previous is not None):
+        if not existing.exists() or (path in (ANSWERS_FILE, ARCHIVE) and previous is not None):
             continue
         if not existing.is_file():
             blocked.append(path)
