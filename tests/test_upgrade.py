@@ -251,3 +251,26 @@ def test_the_readme_example_is_what_genie_upgrade_does(tmp_path):
     lines = (target / "train.py").read_text().splitlines()
     assert "\n".join(lines[first - 1 : last]) == "<<<<<<< yours" + conflict.rstrip("\n")
     assert (target / "model.py").read_bytes() == mine["model.py"]
+
+
+@pytest.mark.parametrize("kept", sorted((ROOT / "tests" / "upgrade_data").glob("*.tar.gz")))
+def test_a_real_earlier_project_without_a_base_is_upgraded_by_its_hashes(kept, tmp_path):
+    """Projects as earlier genies wrote them (kept as test data): the start of the upgrade
+    work, and before the long-runs work. Without a base, a changed file is never merged."""
+    files = base.unpack(kept.read_bytes())
+    mine = files["config.py"].decode().replace("default=0.01", "default=0.05", 1).encode()
+    target = tmp_path / "proj"
+    write.write_project(target, {**files, "config.py": mine})
+    done = genie_upgrade(target)
+    assert done.returncode == 0, done.stderr
+    today = render_with(None, build_spec(SPEC, MACHINE))
+    result = tree(target)
+    assert result["config.py"] == mine  # yours, as you left it
+    config_changed = today["config.py"] != files["config.py"]
+    assert ("config.py.genie-new" in result) is config_changed
+    if config_changed:
+        assert result["config.py.genie-new"] == today["config.py"]
+    for path, data in users(today).items():
+        if path != "config.py":
+            assert result[path] == data, path  # untouched: replaced by today's
+    assert base.unpack(result[base.ARCHIVE]) == users(today)
