@@ -5,5 +5,8 @@ set -euo pipefail
 # One OpenMP thread per process (torchrun's own default, set here so it does not warn).
 # With few processes per node, raise it towards (CPU cores / processes) for faster CPU ops.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# If you add --max_restarts: each restart needs a TCP store of its own (with the one torchrun
+# shares by default, a restarted group could fail: "Gloo connectFullMesh failed", or hang).
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 cd "$(dirname "$0")/.."
 exec torchrun --standalone --nproc_per_node=4 train.py "$@"
