@@ -274,3 +274,20 @@ def test_a_real_earlier_project_without_a_base_is_upgraded_by_its_hashes(kept, t
         if path != "config.py":
             assert result[path] == data, path  # untouched: replaced by today's
     assert base.unpack(result[base.ARCHIVE]) == users(today)
+
+
+def test_an_upgrade_re_targets_nodes_and_scheduler_keeping_the_edits(genies, tmp_path):
+    """Answers other than the framework and task change in place: the new launch files are
+    added, the edits stay, .genie.yml records the new answers."""
+    new_model = next(e for e in EDITS if e.name == "a new model in model.py")
+    target = edited_project(tmp_path, genies[1], new_model)
+    flags = ("--nodes", "2", "--master-addr", "node0.example", "--scheduler", "slurm")
+    done = genie_upgrade(target, *flags)
+    assert done.returncode == 0, done.stderr
+    for added in ("launch/multi_node.sh", "launch/slurm.sbatch", "launch/preflight.py"):
+        assert f"added        {added}" in done.stdout
+        assert (target / added).is_file()
+    assert os.access(target / "launch" / "slurm.sbatch", os.X_OK)
+    answers = (target / ANSWERS_FILE).read_text()
+    assert "nodes: 2\n" in answers and 'scheduler: "slurm"' in answers
+    assert (target / "model.py").read_bytes() == new_model.apply(users(genies[1]))["model.py"]
