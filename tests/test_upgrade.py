@@ -222,6 +222,9 @@ def test_a_killed_upgrade_leaves_the_old_project_or_the_next_run_finishes_it(
     staged = {p: d for p, d in now.items() if p.startswith(apply.STAGING)}
     if point == "staging":  # killed before the commit: the user's files as they were
         assert {p: d for p, d in now.items() if p not in staged} == before
+    if point != "staging":  # committed: nothing trains a half-upgraded project
+        refused = run_genie("smoke", str(target))
+        assert refused.returncode == 2 and "was interrupted; run genie upgrade" in refused.stderr
     done = genie_upgrade(target)
     assert done.returncode == 0, done.stderr
     assert users(tree(target)) == edit.apply(users(new))

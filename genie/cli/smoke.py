@@ -47,7 +47,10 @@ TAIL_LINES = 15  # raw output lines shown after a failed smoke test's explanatio
 def smoke(directory: Path, timeout: float, python: str | None, where: str) -> None:
     from genie import detect
     from genie.spec.project import load_project
+    from genie.upgrade import apply
 
+    if apply.interrupted(directory):
+        raise GenieError(_(apply.INTERRUPTED).format(d=directory))
     project = load_project(directory)
     run_smoke(
         project,

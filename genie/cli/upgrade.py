@@ -63,13 +63,9 @@ def upgrade(
     from genie.upgrade import apply, prepare
 
     target = directory.absolute()
-    if (target / apply.STAGING / apply.MOVES).is_file():
+    if apply.interrupted(target):
         if dry_run:
-            raise GenieError(
-                _("an upgrade of {d} was interrupted; run genie upgrade {d} to finish it").format(
-                    d=directory
-                )
-            )
+            raise GenieError(_(apply.INTERRUPTED).format(d=directory))
         apply.finish(target)
         ui.info(_("Finished the upgrade that was interrupted."))
     answers = prepare.answers(target, flags)

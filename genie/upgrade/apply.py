@@ -17,10 +17,17 @@ from pathlib import Path
 
 from genie.generate.catalogue import EXECUTABLE
 from genie.generate.pause import pause_point
+from genie.i18n import N_
 from genie.upgrade.plan import REMOVE, Step
 
 STAGING = ".genie/upgrade"
 MOVES = "MOVES.json"
+INTERRUPTED = N_("an upgrade of {d} was interrupted; run genie upgrade {d} to finish it")
+
+
+def interrupted(directory: Path) -> bool:
+    """Whether a killed genie left a committed upgrade of ``directory`` half done."""
+    return (directory / STAGING / MOVES).is_file()
 
 
 def write(directory: Path, steps: list[Step], records: dict[str, bytes]) -> None:
