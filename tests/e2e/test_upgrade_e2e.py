@@ -15,6 +15,7 @@ from genie.spec import build_spec
 from genie.upgrade import base
 
 from ..conftest import ROOT, project_code, run_genie, tree
+from ..test_generated_rules import LOCAL_DEVICES, calls, stranded_comments
 from ..upgrade_corpus import EDITS, SPEC, older_templates, render_with
 
 pytestmark = pytest.mark.e2e
@@ -98,3 +99,12 @@ def test_an_edited_fsdp_project_moves_from_torch_2_4_to_2_14_and_trains(tmp_path
     assert "torch.distributed.fsdp.fully_shard" in imports  # FSDP2 from torch 2.6
     assert "torch.distributed.fsdp.FullyShardedDataParallel" not in imports
     assert "torch.amp.GradScaler" in source and "torch.cuda.amp" not in source
+    # the rules every generated project keeps (tests/test_generated_rules.py) hold after it
+    for path, data in now.items():
+        if path.endswith(".py"):
+            text = data.decode()
+            compile(text, path, "exec")
+            assert stranded_comments(text) == [], path
+            for call in calls(ast.parse(text), "torch.load"):
+                keywords = {k.arg: ast.unparse(k.value) for k in call.keywords}
+                assert keywords.get("map_location") in LOCAL_DEVICES, f"{path}:{call.lineno}"
