@@ -63,14 +63,17 @@ def upgrade(
     from genie.upgrade import apply, prepare
 
     target = directory.absolute()
+    finished = False  # the changes git shows are then genie's own, from that upgrade
     if apply.interrupted(target):
         if dry_run:
             raise GenieError(_(apply.INTERRUPTED).format(d=directory))
-        apply.finish(target)
+        finished = apply.finish(target)
         ui.info(_("Finished the upgrade that was interrupted."))
+    elif not dry_run:
+        apply.finish(target)  # drops what a genie killed before its commit had staged
     answers = prepare.answers(target, flags)
     changed = prepare.uncommitted(target)
-    if changed and not (force or dry_run):
+    if changed and not (force or dry_run or finished):
         raise GenieError(
             _(
                 "{d} has uncommitted changes ({f}); commit or stash them first so that git diff "
