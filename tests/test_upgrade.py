@@ -302,3 +302,15 @@ def test_an_upgrade_re_targets_nodes_and_scheduler_keeping_the_edits(genies, tmp
     answers = (target / ANSWERS_FILE).read_text()
     assert "nodes: 2\n" in answers and 'scheduler: "slurm"' in answers
     assert (target / "model.py").read_bytes() == new_model.apply(users(genies[1]))["model.py"]
+
+
+def test_an_answer_not_given_again_keeps_the_projects_value(tmp_path):
+    spec = build_spec({**SPEC, "epochs": 5, "seed": 7}, MACHINE)
+    target = tmp_path / "proj"
+    write.write_project(target, render_with(None, spec))
+    done = genie_upgrade(target, "--precision", "bf16")
+    assert done.returncode == 0, done.stderr
+    answers = (target / ANSWERS_FILE).read_text()
+    assert "epochs: 5\n" in answers and "seed: 7\n" in answers and 'precision: "bf16"' in answers
+    helped = run_genie("upgrade", "--help").stdout
+    assert "default: the project's answer, from .genie.yml" in " ".join(helped.split())

@@ -41,11 +41,14 @@ def _completer(f: Field) -> Callable[[click.Context, click.Parameter, str], list
     return lambda ctx, param, incomplete: [c for c in choices if c.startswith(incomplete)]
 
 
-def _field_option(f: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _field_option(
+    f: Field, default: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A click option for a spec field. Values stay strings: Field.parse judges them, the
-    same way it judges answers files and wizard replies."""
+    same way it judges answers files and wizard replies. ``default``: what an absent flag
+    means, when not the field's default."""
     help_text = _("{help} [{accepted}; default: {default}]").format(
-        help=f.help, accepted=f.accepted(), default=_default_shown(f)
+        help=f.help, accepted=f.accepted(), default=default or _default_shown(f)
     )
     if f.kind is bool:
         return click.option(f"{f.flag}/--no-{f.flag[2:]}", f.name, default=None, help=help_text)
@@ -72,4 +75,11 @@ def seconds_option(
 def field_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for f in reversed(FIELDS):
         func = _field_option(f)(func)
+    return func
+
+
+def retarget_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The field flags of ``genie upgrade``: an absent flag keeps the project's answer."""
+    for f in reversed(FIELDS):
+        func = _field_option(f, _("the project's answer, from .genie.yml"))(func)
     return func

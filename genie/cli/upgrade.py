@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from genie.cli.group import cli
-from genie.cli.options import field_options, seconds_option
+from genie.cli.options import retarget_options, seconds_option
 from genie.cli.smoke import run_smoke
 from genie.errors import GenieError
 from genie.i18n import _, ngettext
@@ -37,7 +37,7 @@ CONFLICTS = 1  # exit status when the merged project holds conflicts
     )
 )
 @click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@field_options
+@retarget_options
 @click.option("--dry-run", is_flag=True, help=_("Print the plan and the diff; write nothing."))
 @click.option("--force", is_flag=True, help=_("Upgrade even though git shows uncommitted changes."))
 @click.option(
