@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from genie.cli.group import cli
-from genie.cli.options import field_options, seconds_option
+from genie.cli.options import field_options, smoke_after_options
 from genie.cli.smoke import run_smoke
 from genie.errors import Aborted, GenieError
 from genie.i18n import _
-from genie.smoke import contract
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,15 +53,7 @@ DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
     is_flag=True,
     help=_("Write into a non-empty directory (never replaces files genie did not write)."),
 )
-@click.option(
-    "--smoke/--no-smoke",
-    "run_smoke_after",
-    default=True,
-    help=_("Smoke-test the project after generating it."),
-)
-@seconds_option(
-    "--smoke-timeout", contract.SMOKE_TIMEOUT, _("Seconds before the smoke test is killed.")
-)
+@smoke_after_options(_("Smoke-test the project after generating it."))
 def new(
     directory: Path,
     answers_file: Path | None,

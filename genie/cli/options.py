@@ -83,3 +83,16 @@ def retarget_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for f in reversed(FIELDS):
         func = _field_option(f, _("the project's answer, from .genie.yml"))(func)
     return func
+
+
+def smoke_after_options(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--smoke/--no-smoke (``help`` says after what) and --smoke-timeout, for the commands
+    that end with a smoke test."""
+
+    def add(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = seconds_option(
+            "--smoke-timeout", contract.SMOKE_TIMEOUT, _("Seconds before the smoke test is killed.")
+        )(func)
+        return click.option("--smoke/--no-smoke", "run_smoke_after", default=True, help=help)(func)
+
+    return add

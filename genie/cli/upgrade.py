@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from genie.cli.group import cli
-from genie.cli.options import retarget_options, seconds_option
+from genie.cli.options import retarget_options, smoke_after_options
 from genie.cli.smoke import run_smoke
 from genie.errors import GenieError
 from genie.i18n import _, ngettext
-from genie.smoke import contract
 
 if TYPE_CHECKING:
     from genie.upgrade.plan import Step
@@ -40,15 +39,7 @@ CONFLICTS = 1  # exit status when the merged project holds conflicts
 @retarget_options
 @click.option("--dry-run", is_flag=True, help=_("Print the plan and the diff; write nothing."))
 @click.option("--force", is_flag=True, help=_("Upgrade even though git shows uncommitted changes."))
-@click.option(
-    "--smoke/--no-smoke",
-    "run_smoke_after",
-    default=True,
-    help=_("Smoke-test the project after a merge without conflicts."),
-)
-@seconds_option(
-    "--smoke-timeout", contract.SMOKE_TIMEOUT, _("Seconds before the smoke test is killed.")
-)
+@smoke_after_options(_("Smoke-test the project after a merge without conflicts."))
 def upgrade(
     directory: Path,
     dry_run: bool,
