@@ -89,7 +89,7 @@ def _step(
         return None
     if was_genies and _untouched(path, mine, base, recorded):
         return Step(REPLACE, path, new)
-    if base is None and was_genies and recorded[path] == sha256(new):
+    if was_genies and _untouched(path, new, base, recorded):
         return None  # genie writes what it wrote then: the user's version stands
     if base is None or not was_genies:
         return Step(SIDE, path, new)
