@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -229,30 +230,35 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("framework", "checkpoint", "resumed"),
+    ("combo", "checkpoint", "resumed"),
     [
-        ("lightning", "last.ckpt", "Restoring states from the checkpoint"),
-        ("hf", "checkpoint-16", "'epoch': '2.12"),  # logs start in the third epoch
-        ("dp", "last.pt", "resumed from ck/last.pt at epoch 2, step 16"),
+        pytest.param("lightning-custom", "last.ckpt", "Restoring states from the checkpoint",
+                     marks=combo_group("lightning-custom")),
+        # logs start in the third epoch
+        pytest.param("hf-custom", "checkpoint-16", "'epoch': '2.12", marks=combo_group("hf-custom")),
+        pytest.param("dp-custom", "last.pt", "last.pt at epoch 2, step 16",
+                     marks=combo_group("dp-custom")),
     ],
-)
-def test_framework_checkpoints_load_back_with_resume(tmp_path, framework, checkpoint, resumed):
-    project = generate(tmp_path, "--framework", framework)
+)  # fmt: skip
+def test_framework_checkpoints_load_back_with_resume(combo_runs, tmp_path, combo, checkpoint,
+                                                     resumed):  # fmt: skip
+    """A third epoch resumed from the checkpoints of the project's own tests (one epoch,
+    then a resume to two), through each framework's own resume."""
+    framework = combo.split("-")[0]
+    run = combo_runs(combo)
+    [trained] = run.basetemp.glob("run[0-9]*")
+    ck = tmp_path / "ck"  # a copy: the own tests' folder stays as they left it
+    shutil.copytree(trained / "checkpoints", ck)
+    assert (ck / checkpoint).exists(), sorted(p.name for p in ck.iterdir())
     launcher = [sys.executable] if framework == "dp" else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]  # fmt: skip
-    env = {**os.environ, **OFFLINE}
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*launcher, "train.py", "--smoke", "--checkpoint-dir", "ck", *args],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-
-    first = run()
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert (project / "ck" / checkpoint).exists(), sorted(
-        p.name for p in (project / "ck").iterdir()
-    )
     longer = ("--schedule-change", "continue") if framework == "dp" else ()  # genie's own loop
-    second = run("--resume", "--epochs", "3", *longer)
+    second = subprocess.run(
+        [*launcher, "train.py", "--smoke", "--precision", "fp32", "--checkpoint-dir", str(ck),
+         "--log-dir", str(tmp_path / "runs"), "--resume", "--epochs", "3", *longer],
+        cwd=run.project, env={**os.environ, **OFFLINE}, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-3000:]
     assert resumed in out

@@ -65,18 +65,26 @@ def verdict(output: str) -> dict:
 # ---------------------------------------------------------------- cases that work
 
 
-WORKING = {
+WORKING = {  # how node 1 is set up; (the default: hostnames that do not resolve)
     "a-hostnames-do-not-resolve": {},
     "b-hostname-is-127.0.1.1": {"own_name": "127.0.1.1"},
-    "c-decoy-interface-first": {"decoy": True},
-    "d-other-interface-name": {"interface": "ens5"},
+    # a decoy first, and the link not called eth0: one run for both (each alone, too, must
+    # leave the address on the route to the master)
+    "c-decoy-interface-first-and-the-link-named-ens5": {"decoy": True, "interface": "ens5"},
 }
+LATE = 15  # case a: node 0 starts this many seconds after node 1
 
 
 @pytest.mark.parametrize("case", list(WORKING))
 def test_a_case_that_should_work_passes_the_preflight(projects, tmp_path, case):
+    """Case a also starts node 0 (the master) 15 s after node 1: node 0 then needs seconds of
+    its own to listen (torch's import); at 20 s, a loaded 2-core CI machine once took the
+    other 7 s of the 27 s wait."""
     dirs = copies(projects["c10d"], tmp_path, 2)
-    runs = run_nodes(dirs, two(**WORKING[case]), ["--preflight"], timeout=90)
+    nodes = two(**WORKING[case])
+    if case.startswith("a-"):
+        nodes[0] = Node(hosts.HostConfig("node0"), start_after=LATE)
+    runs = run_nodes(dirs, nodes, ["--preflight"], timeout=150)
     assert [r.returncode for r in runs] == [0, 0], runs[0].output[-3000:] + runs[1].output[-3000:]
     found = verdict(runs[0].output)
     assert found["ok"] and found["world"] == 2 and found["gbps"] > 0
@@ -85,16 +93,13 @@ def test_a_case_that_should_work_passes_the_preflight(projects, tmp_path, case):
     assert f"from {hosts.SUBNET}.2 on {interface}" in runs[1].output
 
 
-@pytest.mark.parametrize("args", [["--preflight"], ["--smoke"]], ids=["preflight", "training"])
-def test_node_1_started_15_seconds_before_node_0_passes(projects, tmp_path, args):
-    """Node 0 then needs seconds of its own to listen (torch's import): at 20 s, a loaded
-    2-core CI machine once took the other 7 s of the 27 s wait."""
+def test_node_1_started_15_seconds_before_node_0_trains(projects, tmp_path):
+    """The same lateness as case a's preflight, through the training's own rendezvous."""
     dirs = copies(projects["c10d"], tmp_path, 2)
-    late = [Node(hosts.HostConfig("node0"), start_after=15), Node(hosts.HostConfig("node1"))]
-    runs = run_nodes(dirs, late, args, timeout=150)
+    late = [Node(hosts.HostConfig("node0"), start_after=LATE), Node(hosts.HostConfig("node1"))]
+    runs = run_nodes(dirs, late, ["--smoke"], timeout=150)
     assert [r.returncode for r in runs] == [0, 0], runs[1].output[-3000:]
-    out = runs[0].output + runs[1].output
-    assert verdict(runs[0].output)["ok"] if args == ["--preflight"] else "GENIE_SMOKE" in out
+    assert "GENIE_SMOKE" in runs[0].output + runs[1].output
 
 
 # ---------------------------------------------------------------- cases named in one line

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -50,17 +49,6 @@ def inject(project: Path, anchor: str, code: str) -> None:
     source = path.read_text()
     assert source.count(anchor) == 1, anchor
     path.write_text(source.replace(anchor, code + anchor))
-
-
-def processes_in(directory: Path) -> list[int]:
-    pids = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if Path(os.readlink(entry / "cwd")) == directory:
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 @combo_group("ddp-custom")
@@ -110,17 +98,6 @@ def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
     result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 1
     assert "parameters differ across ranks after training" in result.stderr
-
-
-def test_a_hanging_rank_is_killed_with_the_whole_tree_at_the_timeout(tmp_path):
-    project = generate(tmp_path)
-    inject(project, "    dist_utils.seed_all(args.seed)  # the same initial weights on every rank\n",
-           "    if dist.get_rank() == 1:\n        time.sleep(3600)\n")  # fmt: skip
-    started = time.monotonic()
-    result = run_genie("smoke", str(project), "--timeout", "25", **CPU_ENV)
-    assert result.returncode == 1 and "timed out after 25 s" in result.stderr
-    assert time.monotonic() - started < 60
-    assert processes_in(project) == []
 
 
 def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
