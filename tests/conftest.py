@@ -30,14 +30,6 @@ def gpu_machine() -> Machine:
     return Machine(gpus=8, torch="2.14.1", python="3.11", hostname="node0.cluster")
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: a worker per core, and one more on a machine of up to 4 cores. The e2e
-    tests spend part of their time waiting (rendezvous, timeouts, SLURM): with 2 workers a
-    2-core CI machine was busy 92% of a run (54.2 CPU-minutes in 29.4 minutes)."""
-    cores = len(os.sched_getaffinity(0))
-    return cores + 1 if cores <= 4 else cores
-
-
 def run_genie(*args: str, cwd: Path | None = None, timeout: float = 600, **env: str):
     """Run the real ``python -m genie`` with no terminal and no colour."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **env}
