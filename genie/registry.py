@@ -34,6 +34,9 @@ class Framework:
     # 75 (the batch script and the pods give it the time); False: the library's own
     # handling (Lightning's SLURM auto-requeue)
     stop_signals: bool = True
+    # True: --save-every N writes the last checkpoint every N optimizer steps too (the HF
+    # Trainer checkpoints at its evaluations instead)
+    save_every: bool = True
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
     warning: str | None = None  # printed when it is chosen
 
@@ -131,6 +134,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
             trainer=True,
+            save_every=False,
         ),
         Framework(
             "dp",

@@ -17,8 +17,8 @@ from ..conftest import run_genie
 
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 # 8 optimizer steps an epoch with --smoke; validation every 3 steps, so the HF Trainer
-# checkpoints mid-epoch too (ddp: every 3 steps, --smoke's --save-every; Lightning at epoch
-# ends); every step's loss and LR logged, to compare runs step by step.
+# checkpoints mid-epoch too (ddp and Lightning: every 3 steps, --smoke's --save-every);
+# every step's loss and LR logged, to compare runs step by step.
 ELASTIC_TRAINING = ("--epochs", "3", "--eval-every", "3", "--log-every", "1")
 KILLS = "kill:*:5,10,17"  # launch/multi_node.sh allows three restarts
 

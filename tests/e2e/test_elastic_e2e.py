@@ -91,16 +91,18 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
         )
     if framework == "lightning":  # Lightning's own word that it restored the loop
         assert "Restoring states from the checkpoint path at interrupted/last.ckpt" in log
-        # last.ckpt is an epoch end although validation ran mid-epoch (--eval-every)
+        # the training loader is resumable: no warning, and the restarted group began with
+        # step 10, after the step-9 checkpoint (--save-every 3 under --smoke), mid-epoch
         assert "resuming from a checkpoint that ended before the epoch ended" not in log
+        assert report_of(log)["first_step"] == 10
     # the restarted run's own smoke report: its checkpoints hold the weights it ended with
     # (Lightning's last.ckpt too, also when the last epoch is not among the best)
     resumed = report_of(log)
     assert resumed["checkpoint_loads"] is True and resumed["steps"] == 24
     straight = run.straight
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr
-    # The restarted run's first step was step 17 (HF: 10), not step 1 (a run started afresh
-    # would end with the same weights too).
+    # The restarted run's first step was step 17 (HF, Lightning: 10), not step 1 (a run
+    # started afresh would end with the same weights too).
     assert resumed["first_loss"] != report_of(straight.stdout)["first_loss"]
     steps_a, a, rng_a = final_state(run.project, framework, "straight")
     steps_b, b, rng_b = final_state(run.project, framework, "interrupted")

@@ -19,6 +19,10 @@ from model import SMOKE_LR
 SMOKE_EPOCHS = 2
 SMOKE_BATCH_SIZE = 4
 SMOKE_STEPS = 8
+# Step checkpoints every SAVE_EVERY optimizer steps (the HF Trainer's default too): a
+# few minutes of a typical run at 0.2-0.5 s per step; --smoke checkpoints mid-epoch.
+SAVE_EVERY = 500
+SMOKE_SAVE_EVERY = 3
 # DataLoader workers per process at most, by default: each holds a copy of the dataset
 # object, and more seldom help (--num-workers sets any number).
 MAX_WORKERS = 8
@@ -110,6 +114,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue from the last checkpoint"
     )
     parser.add_argument(
+        "--save-every",
+        type=int,
+        help="optimizer steps between checkpoints within an epoch (0: at epoch ends "
+        f"only); default: {SAVE_EVERY} ({SMOKE_SAVE_EVERY} with --smoke)",
+    )
+    parser.add_argument(
         "--eval-only",
         action="store_true",
         help="validate the last checkpoint, then stop",
@@ -141,6 +151,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.batch_size = SMOKE_BATCH_SIZE if args.smoke else 32
     if args.lr is None:
         args.lr = SMOKE_LR if args.smoke else 0.001
+    if args.save_every is None:
+        args.save_every = SMOKE_SAVE_EVERY if args.smoke else SAVE_EVERY
     smoke = Path("smoke") if args.smoke else Path()
     args.checkpoint_dir = args.checkpoint_dir or Path("checkpoints") / smoke
     args.log_dir = args.log_dir or Path("runs") / smoke

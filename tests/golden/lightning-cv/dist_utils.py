@@ -7,10 +7,11 @@ import datetime
 import functools
 import gc
 import logging
+import math
 import os
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     apply_activation_checkpointing,
     checkpoint_wrapper,
 )
+from torch.utils.data import DataLoader, DistributedSampler
 
 
 def setup(timeout_minutes: float) -> torch.device:
@@ -188,6 +190,69 @@ def shutdown() -> None:
     # What is left lives until exit: frozen, it spares the interpreter's exit a garbage
     # collection over every object of the thousands of modules torch loads.
     gc.freeze()
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler whose next epoch can leave out the samples already
+    trained: the order is fixed by the seed and the epoch, so they are skipped
+    without being read."""
+
+    skip = 0  # samples of the next epoch to leave out
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(super().__iter__())
+        skip, self.skip = self.skip, 0
+        return iter(indices[skip:])
+
+
+class ResumableLoader(DataLoader):
+    """Lightning's own mid-epoch resume: it writes a loader's state_dict() into its
+    checkpoints and gives it back to load_state_dict() before the epoch goes on."""
+
+    trained = 0  # batches of this epoch handed to training
+
+    def __init__(self, *args, **kwargs) -> None:
+        # A generator of its own: each epoch's iterator draws its worker seed from
+        # it, not from the global RNG the checkpoints restore (a resumed epoch
+        # starts no iterator where the uninterrupted one did).
+        super().__init__(*args, generator=torch.Generator(), **kwargs)
+
+    def __iter__(self) -> Iterator:
+        self.trained = self.sampler.skip // self.batch_size
+        for batch in super().__iter__():
+            self.trained += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        # at an epoch's end, the next epoch starts at its first batch
+        return {"batches": self.trained % len(self)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.skip = state["batches"] * self.batch_size
+
+
+def optimizer_steps(module: torch.nn.Module) -> int:
+    """The optimizer steps of the whole run of ``module`` (the LightningModule),
+    counted as Lightning's estimated_stepping_batches counts them. That property
+    sets the training loader up early, before a resume restores the loader's
+    position, which it then never gets: the epoch would start over."""
+    args = module.args
+    samples = len(module.trainer.datamodule.train_set)
+    per_rank = math.ceil(samples / dist.get_world_size())
+    total = math.ceil(per_rank // args.batch_size / args.grad_accum) * max(
+        args.epochs, 1
+    )
+    return min(total, args.max_steps) if args.max_steps is not None else total
+
+
+def eval_loader(dataset, batch_size: int, workers: int, collate_fn) -> DataLoader:
+    """In order, sharded by a DistributedSampler that pads the last batch
+    (validation_step leaves the padding out); with a generator of its own, so that
+    validating draws nothing from the global RNG."""
+    sampler = DistributedSampler(dataset, shuffle=False)
+    generator = torch.Generator()
+    return DataLoader(dataset, batch_size, sampler=sampler, num_workers=workers,
+                      collate_fn=collate_fn, generator=generator)  # fmt: skip
 
 
 def env_from_slurm() -> None:

@@ -41,6 +41,7 @@ def arm_fault(trainer, marker_dir: Path) -> None:
     the ranks average them, at every step: a broken gradient that stays in sync;
     ``slow:RANK:SECONDS`` sleeps that long at every step (a run slow enough to stop).
     RANK ``*``: every rank this environment reaches (one node's)."""
+    record_first_step(trainer)
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
     if not kind or rank not in ("*", os.environ.get("RANK", "0")):
@@ -98,6 +99,20 @@ class ScaledGradient(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         return grad * ctx.scale, None
+
+
+def record_first_step(module) -> None:
+    """module.first_step: the optimizer step this start of training began with (after a
+    resume, the checkpoint's step + 1), for the report."""
+    module.first_step = None
+    training_step = module.training_step
+
+    def recorded_step(*args, **kwargs):
+        if module.first_step is None:
+            module.first_step = module.global_step + 1
+        return training_step(*args, **kwargs)
+
+    module.training_step = recorded_step
 
 
 def scale_gradients(module, scale: float) -> None:
@@ -171,7 +186,7 @@ def check_run(trainer, module, num_classes: int) -> None:
         val_accuracy=float(trainer.callback_metrics["val/accuracy"]),
         checkpoint_loads=loads,
         device="cuda" if torch.cuda.is_available() else "cpu", precision=args.precision,
-        steps=trainer.global_step,
+        steps=trainer.global_step, first_step=module.first_step,
     )  # fmt: skip
     if trainer.global_rank == 0:
         emit(facts)

@@ -54,12 +54,12 @@ class DataModule(L.LightningDataModule):
         self.num_classes = self.train_set.num_classes
 
     def train_dataloader(self) -> DataLoader:
-        # Lightning swaps in a DistributedSampler and calls its set_epoch every epoch.
+        # Sharded here, so that a resumed epoch skips what it has trained.
         # drop_last: no short last batch (BatchNorm cannot normalize a single sample).
-        return DataLoader(
+        return dist_utils.ResumableLoader(
             self.train_set,
             batch_size=self.args.batch_size,
-            shuffle=True,
+            sampler=dist_utils.ResumableSampler(self.train_set, seed=self.args.seed),
             drop_last=True,
             collate_fn=self.train_set.collate_fn,
             num_workers=self.args.num_workers,
@@ -68,11 +68,9 @@ class DataModule(L.LightningDataModule):
         )
 
     def val_dataloader(self) -> DataLoader:
-        # In order; Lightning shards it with a DistributedSampler that pads the last
-        # batch (validation_step leaves the padding out).
-        val, workers = self.val_set, self.args.num_workers
-        return DataLoader(
-            val, self.args.batch_size, num_workers=workers, collate_fn=val.collate_fn
+        val, args = self.val_set, self.args
+        return dist_utils.eval_loader(
+            val, args.batch_size, args.num_workers, val.collate_fn
         )
 
 
@@ -149,16 +147,17 @@ class Classifier(L.LightningModule):
     def on_train_epoch_start(self) -> None:
         self.loss_sum, self.batches = torch.zeros((), device=self.device), 0
 
+    on_train_start = on_train_epoch_start  # a resume mid-epoch starts no epoch
+
     def on_train_epoch_end(self) -> None:
-        # The epoch mean, averaged across ranks once (cheaper than on_epoch=True, which
-        # updates Lightning's result collection every step).
+        # The epoch mean, averaged across ranks once (on_epoch=True works every step)
         mean = self.loss_sum / max(self.batches, 1)
         self.log("train/loss_epoch", mean, sync_dist=True)
 
     def configure_optimizers(self) -> dict:
         optimizer = build_optimizer(self, self.args)
         # over every optimizer step of all epochs
-        total = int(self.trainer.estimated_stepping_batches)
+        total = dist_utils.optimizer_steps(self)
         scheduler = lr_schedule(optimizer, total, self.args.warmup_ratio)
         schedule = {"scheduler": scheduler, "interval": "step"}
         return {"optimizer": optimizer, "lr_scheduler": schedule}
@@ -166,9 +165,8 @@ class Classifier(L.LightningModule):
 
 def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     devices, num_nodes = dist_utils.topology()
-    # The --keep best by validation accuracy (at least one); last.ckpt by a callback of
-    # its own, at every epoch end: save_last=True rewrites it only with a new best, and
-    # after --eval-every it would be mid-epoch, which Lightning cannot resume exactly.
+    # The --keep best by validation accuracy; last.ckpt every --save-every steps and
+    # at epoch ends, by callbacks of its own (save_last=True: only at a new best).
     best = ModelCheckpoint(
         dirpath=args.checkpoint_dir,
         filename="best-{epoch:04d}",
@@ -176,16 +174,19 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         mode="max",
         save_top_k=max(1, args.keep),
     )
-    last = ModelCheckpoint(
-        dirpath=args.checkpoint_dir,
-        filename="last",
-        save_on_train_epoch_end=True,
-        enable_version_counter=False,
-    )
+    last = [
+        ModelCheckpoint(
+            args.checkpoint_dir, "last", enable_version_counter=False, **when
+        )
+        for when in (
+            {"every_n_train_steps": args.save_every},
+            {"save_on_train_epoch_end": True},
+        )
+    ]
     global_batch = args.batch_size * devices * num_nodes * args.grad_accum
     logger = make_logger(args)
     # best first: trainer.checkpoint_callback is the first ModelCheckpoint
-    callbacks = [best, last, Throughput(args.log_every, global_batch)]
+    callbacks = [best, *last, Throughput(args.log_every, global_batch)]
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     # The bar only on a terminal (in a pipe or a log it is a wall of updates); tqdm's,
@@ -205,6 +206,7 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
         num_nodes=num_nodes,
         strategy=DDPStrategy(timeout=timeout, gradient_as_bucket_view=True),
         precision=PRECISION[args.precision],
+        use_distributed_sampler=False,  # the loaders shard themselves
         max_epochs=args.epochs,
         max_steps=args.max_steps if args.max_steps is not None else -1,
         accumulate_grad_batches=args.grad_accum,
