@@ -211,11 +211,12 @@ class ResumableLoader(DataLoader):
 
     trained = 0  # batches of this epoch handed to training
 
-    def __init__(self, *args, **kwargs) -> None:
-        # A generator of its own: each epoch's iterator draws its worker seed from
-        # it, not from the global RNG the checkpoints restore (a resumed epoch
-        # starts no iterator where the uninterrupted one did).
-        super().__init__(*args, generator=torch.Generator(), **kwargs)
+    def __init__(self, *args, sampler: ResumableSampler, **kwargs) -> None:
+        # A generator of its own, one per rank: each epoch's iterator draws its
+        # workers' seed from it, not from the global RNG the checkpoints restore (a
+        # resumed epoch starts no iterator where the uninterrupted one did).
+        generator = torch.Generator().manual_seed(sampler.seed + sampler.rank)
+        super().__init__(*args, sampler=sampler, generator=generator, **kwargs)
 
     def __iter__(self) -> Iterator:
         self.trained = self.sampler.skip // self.batch_size
