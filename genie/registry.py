@@ -31,9 +31,11 @@ class Framework:
     # detection expects exactly that
     srun_tasks: bool = False
     # True: train.py stops at an optimizer step on SIGUSR1/SIGTERM, checkpoints and exits
-    # 75 (the batch script and the pods give it the time); False: the library's own
-    # handling (Lightning's SLURM auto-requeue)
+    # 75 (the batch script and the pods give it the time)
     stop_signals: bool = True
+    # True: under SLURM the library's own auto-requeue answers SIGUSR1 in its tasks (an
+    # hpc checkpoint, then scontrol requeue), and train.py leaves the signals to it there
+    own_slurm_requeue: bool = False
     # True: --save-every N writes the last checkpoint every N optimizer steps too (the HF
     # Trainer checkpoints at its evaluations instead)
     save_every: bool = True
@@ -121,7 +123,7 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
             trainer=True,
             srun_tasks=True,
-            stop_signals=False,
+            own_slurm_requeue=True,
         ),
         Framework(
             "hf",

@@ -105,7 +105,7 @@ def test_manifests_are_written_only_for_kubernetes_projects():
 def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests):
     """The same CPUs as launch/slurm.sbatch's --cpus-per-task for the same answers (train.py
     sizes its DataLoader workers from them), and where train.py checkpoints on SIGTERM
-    itself (all but Lightning), the preemption notice as grace period."""
+    itself (every framework), the preemption notice as grace period."""
     answers = VARIANTS["four-gpu-nodes"]
     slurm = engine.render(build_spec({"name": "proj", **answers, "scheduler": "slurm"}, MACHINE))
     sbatch = slurm["launch/slurm.sbatch"].decode().splitlines()
@@ -125,6 +125,6 @@ def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests)
         == 120
     )
     lightning = manifests["lightning-odd-name"]["launch/pytorchjob.yaml"]["spec"]
-    pod = lightning["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    assert "terminationGracePeriodSeconds" not in pod
+    pod = lightning["pytorchReplicaSpecs"]["Master"]["template"]["spec"]  # its callback
+    assert pod["terminationGracePeriodSeconds"] == 120
     assert pod["containers"][0]["resources"]["requests"]["cpu"] == 8  # 2 GPUs

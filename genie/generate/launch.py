@@ -204,7 +204,7 @@ def sbatch_directives(spec: Spec) -> list[str]:
     # Preemption: SLURM signals PREEMPTION_NOTICE seconds before the time limit and the job comes
     # back requeued, appending to its log. train.py's own handler gets the signal through the
     # batch script (B:), which stops the step; Lightning's SLURM support, in its tasks.
-    where = "B:" if FRAMEWORKS[spec.framework].stop_signals else ""
+    where = "" if FRAMEWORKS[spec.framework].own_slurm_requeue else "B:"
     lines += [f"--signal={where}USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
     for name in ("partition", "account", "time"):
         value = getattr(spec, name)

@@ -1,6 +1,7 @@
 """Long runs: a run stopped by a preemption signal checkpoints at a step, and the next start
 resumes there and ends bit-identical to an uninterrupted run (genie's own loop, ddp, with
-the same loss and learning rate at every step; the Hugging Face Trainer); a resume that
+the same loss and learning rate at every step; the Hugging Face Trainer; Lightning, stopped
+by SIGTERM to torchrun too, as Kubernetes stops a pod); a resume that
 would change the LR schedule's length stops with one line; a worker killed before every step
 of an epoch, in turn, resumes each time and ends the same. (Kills on two simulated nodes:
 test_elastic_e2e.py.)"""
@@ -11,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,44 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     assert not (run.project / "preempted" / "PREEMPTED").exists()
     assert report_of(second)["steps"] == 24
     assert_same_end(run.project, "preempted", "hf")
+
+
+@elastic_group("lightning")
+def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(elastic_runs):
+    """SIGUSR1 on rank 1 alone during step 5: both ranks write last.ckpt after step 5 and
+    exit 75. A plain start resumes there; once it has trained a step, SIGTERM to torchrun
+    (as Kubernetes stops a pod), which passes it on: last.ckpt at the next step, exit 75.
+    A third start resumes from that step and ends with the weights and every rank's RNG
+    state of the uninterrupted run."""
+    run = elastic_runs("lightning")
+    last, marker = run.project / "preempted" / "last.ckpt", run.project / "preempted" / "PREEMPTED"
+    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
+    codes = re.findall(r"exitcode\s*: (-?\d+)", first)
+    assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
+    said = "another rank's signal: stopped at step 5, checkpoint written to preempted/last.ckpt"
+    assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
+    assert marker.exists()
+    second = torchrun(run.project, run.env, "preempted", fault="slow:*:0.3")
+    seen, saved = "", last.stat().st_mtime_ns
+    assert second.stdout is not None
+    for line in second.stdout:
+        seen += line
+        if "resuming from preempted/last.ckpt" in line:
+            break
+    deadline = time.monotonic() + 120
+    while last.stat().st_mtime_ns == saved and time.monotonic() < deadline:
+        time.sleep(0.1)  # training is under way once it wrote its first step checkpoint
+    second.send_signal(signal.SIGTERM)
+    code, rest = finish(second)
+    seen += rest
+    stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+)", seen)
+    assert code != 0 and stopped and marker.exists(), seen[-5000:]
+    code, third = finish(torchrun(run.project, run.env, "preempted"))
+    assert code == 0 and "resuming from preempted/last.ckpt" in third, third[-5000:]
+    assert not marker.exists()
+    report = report_of(third)
+    assert report["first_step"] == int(stopped[1]) + 1 and report["steps"] == 24
+    assert_same_end(run.project, "preempted", "lightning")
 
 
 @elastic_group("ddp")

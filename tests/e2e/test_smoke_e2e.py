@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ def generate(tmp_path: Path, *flags: str, name: str = "proj") -> Path:
     key = (name, *flags)
     if key not in _GENERATED:
         where = Path(tempfile.mkdtemp(prefix="genie-generated-"))
+        atexit.register(shutil.rmtree, where, ignore_errors=True)
         result = run_genie("new", name, "--yes", "--no-smoke", *flags, cwd=where)
         assert result.returncode == 0, result.stderr
         _GENERATED[key] = where / name

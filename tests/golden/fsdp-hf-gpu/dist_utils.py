@@ -214,6 +214,21 @@ def shared_checkpoint(found: Path | None, required: bool) -> Path | None:
     return path
 
 
+PREEMPTED_FILE = "PREEMPTED"  # a preempted run leaves it in --checkpoint-dir
+
+
+def resumes(folder: Path, required: bool, counts: tuple[str, ...]) -> bool:
+    """Whether this start resumes from ``folder``: after --resume (``required``), a
+    restart one of the environment variables ``counts`` counts, or a preemption (it left
+    PREEMPTED_FILE). torchrun counts restarts per node: the ranks agree."""
+    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
+    preempted = folder / PREEMPTED_FILE
+    if not any_rank(required or restarted or preempted.exists()):
+        return False
+    preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
+    return True
+
+
 def shapes(weights) -> dict[str, list[int]] | None:
     """Name -> shape of a state dict's tensors; None when ``weights`` is not a dict."""
     if not isinstance(weights, dict):
@@ -267,19 +282,12 @@ def fsdp_mixed_precision(precision: str) -> MixedPrecisionPolicy | None:
     )
 
 
-PREEMPTED_FILE = "PREEMPTED"  # a preempted run leaves it in --checkpoint-dir
-
-
 def resume_point(folder: Path, required: bool) -> Path | None:
-    """The newest checkpoint-N in ``folder`` after --resume (``required``), a torchrun
-    restart (--max_restarts), in a requeued SLURM job or after a preemption (it left
-    PREEMPTED_FILE); else None. torchrun counts restarts per node: the ranks agree."""
+    """The newest checkpoint-N in ``folder`` when this start resumes (resumes(): a
+    requeued SLURM job does too); else None."""
     counts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
-    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
-    preempted = folder / PREEMPTED_FILE
-    if not any_rank(required or restarted or preempted.exists()):
+    if not resumes(folder, required, counts):
         return None
-    preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
     found = None
     if dist.get_rank() == 0 and folder.is_dir():
         found = get_last_checkpoint(str(folder))

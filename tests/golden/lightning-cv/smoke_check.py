@@ -40,7 +40,8 @@ def arm_fault(trainer, marker_dir: Path) -> None:
     train on. ``grad:RANK:FACTOR`` multiplies that rank's gradients by FACTOR before
     the ranks average them, at every step: a broken gradient that stays in sync;
     ``slow:RANK:SECONDS`` sleeps that long at every step (a run slow enough to stop).
-    RANK ``*``: every rank this environment reaches (one node's)."""
+    RANK ``*``: every rank this environment reaches (one node's). ``usr1:RANK:STEP``
+    sends SIGUSR1 (a preemption notice) during STEP."""
     record_first_step(trainer)
     kind, _, rest = os.environ.get(FAULT, "").partition(":")
     rank, _, arg = rest.partition(":")
@@ -51,7 +52,7 @@ def arm_fault(trainer, marker_dir: Path) -> None:
         return
     marker = Path(os.environ.get("GENIE_FAULT_MARKER", marker_dir / "fault-fired"))
     fired = marker.read_text().split() if marker.exists() else []
-    at = [int(arg) if kind == "kill" or (kind == "hang" and arg) else 1]
+    at = [int(arg) if kind in ("kill", "usr1") or (kind == "hang" and arg) else 1]
     steps = 0
 
     def fault() -> None:
@@ -73,6 +74,8 @@ def arm_fault(trainer, marker_dir: Path) -> None:
             raise RuntimeError(f"GENIE_FAULT: rank {rank} raised on purpose")
         if kind == "exit":
             os._exit(int(arg))
+        if kind == "usr1":
+            os.kill(os.getpid(), signal.SIGUSR1)
         if kind == "kill":
             marker.parent.mkdir(parents=True, exist_ok=True)
             with open(marker, "a") as f:  # the steps it fired at, one per line

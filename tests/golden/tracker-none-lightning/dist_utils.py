@@ -10,12 +10,15 @@ import logging
 import math
 import os
 import random
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch.callbacks import Callback
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
     apply_activation_checkpointing,
@@ -259,8 +262,6 @@ def eval_loader(dataset, batch_size: int, workers: int, collate_fn) -> DataLoade
 def env_from_slurm() -> None:
     """Under srun, set what torchrun would have set, from Lightning's reading of SLURM's
     variables (the first node of the allocation hosts the rendezvous)."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
-
     slurm = SLURMEnvironment()
     os.environ.update(
         MASTER_ADDR=slurm.main_address,
@@ -269,6 +270,55 @@ def env_from_slurm() -> None:
         LOCAL_RANK=str(slurm.local_rank()),
         WORLD_SIZE=str(slurm.world_size()),
     )
+
+
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+class Preemption(Callback):
+    """SIGTERM (Kubernetes, torchrun passing its own on) or SIGUSR1: the ranks agree
+    after every optimizer step (one small all-reduce), and at the first one signalled
+    they write ``folder``/last.ckpt, leave PREEMPTED_FILE and exit PREEMPTED; the next
+    start resumes there. Under SLURM, Lightning's own auto-requeue answers instead."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.received, self.step = folder, [], -1
+
+    def on_train_start(self, trainer, module) -> None:
+        slurm = trainer.strategy.cluster_environment
+        if isinstance(slurm, SLURMEnvironment) and slurm.auto_requeue:
+            return
+        # Set over Lightning's own handlers, which stop without a checkpoint
+        for number in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(number, lambda received, _: self.received.append(received))
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:  # a micro-batch of an accumulation
+            return
+        self.step = trainer.global_step
+        if not any_rank(bool(self.received)):
+            return
+        trainer.save_checkpoint(self.folder / "last.ckpt")  # every rank: rank 0 writes
+        if trainer.is_global_zero:
+            (self.folder / PREEMPTED_FILE).touch()  # the next start resumes
+            first = self.received[:1]
+            logging.getLogger("train").info(
+                "%s: stopped at step %d, checkpoint written to %s; exiting %d (a new "
+                "start resumes there)",
+                signal.Signals(first[0]).name if first else "another rank's signal",
+                self.step, self.folder / "last.ckpt", PREEMPTED,
+            )  # fmt: skip
+        barrier()  # written before any process exits
+        raise SystemExit(PREEMPTED)
+
+
+def resume_point(folder: Path, required: bool) -> Path | None:
+    """``folder``/last.ckpt when this start resumes (resumes()), else None. A requeued
+    SLURM job is not counted: Lightning resumes its own hpc checkpoint then."""
+    if not resumes(folder, required, ("TORCHELASTIC_RESTART_COUNT",)):
+        return None
+    last = folder / "last.ckpt"
+    return shared_checkpoint(last if last.exists() else None, required)
 
 
 def topology() -> tuple[int, int]:
@@ -307,6 +357,21 @@ def shared_checkpoint(found: Path | None, required: bool) -> Path | None:
     if dist.get_rank() == 0:
         logging.getLogger("train").info("resuming from %s", path)
     return path
+
+
+PREEMPTED_FILE = "PREEMPTED"  # a preempted run leaves it in --checkpoint-dir
+
+
+def resumes(folder: Path, required: bool, counts: tuple[str, ...]) -> bool:
+    """Whether this start resumes from ``folder``: after --resume (``required``), a
+    restart one of the environment variables ``counts`` counts, or a preemption (it left
+    PREEMPTED_FILE). torchrun counts restarts per node: the ranks agree."""
+    restarted = any(int(os.environ.get(name, "0")) > 0 for name in counts)
+    preempted = folder / PREEMPTED_FILE
+    if not any_rank(required or restarted or preempted.exists()):
+        return False
+    preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
+    return True
 
 
 def shapes(weights) -> dict[str, list[int]] | None:

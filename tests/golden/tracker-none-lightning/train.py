@@ -187,6 +187,8 @@ def build_trainer(args: argparse.Namespace, module: Classifier) -> L.Trainer:
     logger = make_logger(args)
     # best first: trainer.checkpoint_callback is the first ModelCheckpoint
     callbacks = [best, *last, Throughput(args.log_every, global_batch)]
+    # SIGTERM, SIGUSR1: last.ckpt at the next optimizer step, then exit 75
+    callbacks.append(dist_utils.Preemption(args.checkpoint_dir))
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     # The bar only on a terminal (in a pipe or a log it is a wall of updates); tqdm's,
@@ -256,13 +258,8 @@ def train(args: argparse.Namespace) -> None:
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer GPUs
     module = Classifier(args)
     trainer = build_trainer(args, module)
-    # torchrun restarts every worker after a failure (--max_restarts): resume then.
-    # It counts restarts per node, so the ranks agree (not each by its own count).
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    last = args.checkpoint_dir / "last.ckpt"
-    resume, required = None, args.resume or args.eval_only
-    if dist_utils.any_rank(required or restarted):
-        resume = dist_utils.shared_checkpoint(last if last.exists() else None, required)
+    # --resume, a torchrun restart (--max_restarts) or a start after a preemption
+    resume = dist_utils.resume_point(args.checkpoint_dir, args.resume or args.eval_only)
     # Downloads once per shared disk (all nodes, or each node), before setup(): not
     # in prepare_data, where a failed download leaves the others in Lightning's barrier.
     dist_utils.prepare_once(lambda: data.prepare(args), data.prepared_dir(args))
