@@ -127,7 +127,7 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
     generated = importlib.import_module("train")  # the generated project's train.py
     baseline = importlib.import_module(BASELINE[framework][1])
     if framework == "ddp":
-        device = generated.setup_distributed()  # the project's own set-up
+        device = generated.dist_utils.setup(10)  # the project's own set-up
 
         def call(argv: list[str]) -> None:
             generated.train(generated.parse_args(argv), device)

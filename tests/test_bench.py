@@ -1,0 +1,40 @@
+"""The benchmarks call into generated projects: what they call must exist there.
+(bench/throughput.py called a train.py function the ddp template had lost, unnoticed for
+several releases; a real benchmark run takes minutes, so it is not run here.)"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+PROJECTS = {"ddp": "cpu-default", "lightning": "lightning-custom", "hf": "hf-custom"}
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Assign):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found
+
+
+def test_what_bench_throughput_calls_in_a_generated_train_py_exists_there():
+    source = (ROOT / "bench" / "throughput.py").read_text()
+    called = set(re.findall(r"generated\.(\w+)(?:\.(\w+))?", source))
+    assert ("dist_utils", "setup") in called and ("train", "") in called
+    for framework, variant in PROJECTS.items():
+        defined = top_level_names(GOLDEN / variant / "train.py")
+        for name, inner in called:
+            assert name in defined, (framework, name)
+            if inner:  # an attribute of a module train.py imports (dist_utils.setup)
+                module = GOLDEN / variant / f"{name}.py"
+                assert inner in top_level_names(module), (framework, f"{name}.{inner}")
