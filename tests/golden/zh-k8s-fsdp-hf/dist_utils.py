@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import random
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +228,30 @@ def resumes(folder: Path, required: bool, counts: tuple[str, ...]) -> bool:
         return False
     preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
     return True
+
+
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+def stop_reason(received: list[int]) -> str:
+    """Why the ranks agreed to stop, as this rank knows it."""
+    return signal.Signals(received[0]).name if received else "another rank's signal"
+
+
+def exit_preempted(why: str, step: int, checkpoint: Path, leave_file: bool) -> None:
+    """End a preempted run once every rank has helped write ``checkpoint`` (``step``):
+    leave PREEMPTED_FILE beside it where ``leave_file`` (the next start resumes), wait
+    until all is written, say ``why`` on rank 0 and exit PREEMPTED."""
+    if leave_file:
+        (checkpoint.parent / PREEMPTED_FILE).touch()
+    barrier()  # all written before any process exits
+    if dist.get_rank() == 0:
+        logging.getLogger("train").info(
+            "%s: stopped at step %d, checkpoint written to %s; exiting %d (a new start "
+            "resumes there)",
+            why, step, checkpoint, PREEMPTED,
+        )  # fmt: skip
+    raise SystemExit(PREEMPTED)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:

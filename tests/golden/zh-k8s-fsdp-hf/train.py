@@ -102,9 +102,6 @@ class LossRecorder(TrainerCallback):
         return sum(losses) / len(losses) if losses else None
 
 
-PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
-
-
 class Preemption(TrainerCallback):
     """SIGUSR1 (SLURM's notice) or SIGTERM (Kubernetes, torchrun): save at the end of
     the optimizer step, stop, and exit PREEMPTED. The ranks agree after every step (one
@@ -120,10 +117,7 @@ class Preemption(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs) -> None:
         if dist_utils.any_rank(bool(self.received)):
-            first = self.received[:1]
-            self.stopped = (
-                signal.Signals(first[0]).name if first else "another rank's signal"
-            )
+            self.stopped = dist_utils.stop_reason(self.received)
             control.should_save = control.should_training_stop = True
             args.load_best_model_at_end = False  # the run exits next: no time to spend
 
@@ -135,17 +129,12 @@ class Preemption(TrainerCallback):
         """After training: if stopped, leave PREEMPTED_FILE and exit PREEMPTED."""
         if not self.stopped:
             return
-        if trainer.args.should_save:  # each node's main process without a shared disk
-            (folder / dist_utils.PREEMPTED_FILE).touch()  # the next start resumes
-        trainer.accelerator.wait_for_everyone()  # all written before any process exits
-        if trainer.is_world_process_zero():
-            step = trainer.state.global_step
-            log.info(
-                "%s: stopped at step %d, checkpoint written to %s; exiting %d "
-                "(a new start resumes there)",
-                self.stopped, step, folder / f"checkpoint-{step}", PREEMPTED,
-            )  # fmt: skip
-        raise SystemExit(PREEMPTED)
+        step = trainer.state.global_step
+        checkpoint = folder / f"checkpoint-{step}"
+        # each node's main process writes where the disk is not shared
+        dist_utils.exit_preempted(
+            self.stopped, step, checkpoint, trainer.args.should_save
+        )
 
 
 FSDP_MIN_PARAMS = 1_000_000  # size-based wrapping works for any model; tune for yours

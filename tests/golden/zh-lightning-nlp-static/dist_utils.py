@@ -272,9 +272,6 @@ def env_from_slurm() -> None:
     )
 
 
-PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
-
-
 class Preemption(Callback):
     """SIGTERM (Kubernetes, torchrun passing its own on) or SIGUSR1: the ranks agree
     after every optimizer step (one small all-reduce), and at the first one signalled
@@ -298,18 +295,10 @@ class Preemption(Callback):
         self.step = trainer.global_step
         if not any_rank(bool(self.received)):
             return
-        trainer.save_checkpoint(self.folder / "last.ckpt")  # every rank: rank 0 writes
-        if trainer.is_global_zero:
-            (self.folder / PREEMPTED_FILE).touch()  # the next start resumes
-            first = self.received[:1]
-            logging.getLogger("train").info(
-                "%s: stopped at step %d, checkpoint written to %s; exiting %d (a new "
-                "start resumes there)",
-                signal.Signals(first[0]).name if first else "another rank's signal",
-                self.step, self.folder / "last.ckpt", PREEMPTED,
-            )  # fmt: skip
-        barrier()  # written before any process exits
-        raise SystemExit(PREEMPTED)
+        last = self.folder / "last.ckpt"
+        trainer.save_checkpoint(last)  # every rank: rank 0 writes
+        why = stop_reason(self.received)
+        exit_preempted(why, self.step, last, leave_file=trainer.is_global_zero)
 
 
 def resume_point(folder: Path, required: bool) -> Path | None:
@@ -372,6 +361,30 @@ def resumes(folder: Path, required: bool, counts: tuple[str, ...]) -> bool:
         return False
     preempted.unlink(missing_ok=True)  # every rank has looked: this start resumes
     return True
+
+
+PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
+
+
+def stop_reason(received: list[int]) -> str:
+    """Why the ranks agreed to stop, as this rank knows it."""
+    return signal.Signals(received[0]).name if received else "another rank's signal"
+
+
+def exit_preempted(why: str, step: int, checkpoint: Path, leave_file: bool) -> None:
+    """End a preempted run once every rank has helped write ``checkpoint`` (``step``):
+    leave PREEMPTED_FILE beside it where ``leave_file`` (the next start resumes), wait
+    until all is written, say ``why`` on rank 0 and exit PREEMPTED."""
+    if leave_file:
+        (checkpoint.parent / PREEMPTED_FILE).touch()
+    barrier()  # all written before any process exits
+    if dist.get_rank() == 0:
+        logging.getLogger("train").info(
+            "%s: stopped at step %d, checkpoint written to %s; exiting %d (a new start "
+            "resumes there)",
+            why, step, checkpoint, PREEMPTED,
+        )  # fmt: skip
+    raise SystemExit(PREEMPTED)
 
 
 def shapes(weights) -> dict[str, list[int]] | None:
