@@ -5,7 +5,8 @@
 #   bash scripts/gpu_check.sh run DIR LOG                 # on the GPU node: genie smoke each
 #   bash scripts/gpu_check.sh big DIR                     # on the GPU node, after generate:
 #       native bf16, DataParallel computing in bf16 on every GPU, an FSDP meta-device build of
-#       a model over half the GPU's memory (peak max_memory_allocated beside the model size)
+#       a model over half the GPU's memory (peak max_memory_allocated beside the model size),
+#       a preemption signal on one NCCL rank (ddp, HF, Lightning: "stopped at step 6")
 #
 # `generate` needs genie installed; `run` needs only torch, the frameworks, click and PyYAML
 # (genie itself can come from PYTHONPATH), so the GPU node needs no cookiecutter or black.
@@ -69,6 +70,14 @@ print(int((0.55 * m / 4 / 20) ** 0.5))")
     (cd "$dir/fsdp-ddp-custom-bf16" && python3 -m torch.distributed.run --standalone \
         --nproc_per_node=1 fsdp_meta.py --precision bf16 --hidden "$hidden" --depth 20 \
         --tracker none) 2>&1 | grep -E "fsdp meta build|Error"
+    # the preemption vote's NCCL path (dist_utils.StopVote), one rank: SIGUSR1 during step 5
+    # must stop the run after step 6, checkpointed, exit 75
+    for name in ddp-custom-bf16 hf-custom-bf16 lightning-custom-bf16; do
+        (cd "$dir/$name" && GENIE_FAULT=usr1:*:5 python3 -m torch.distributed.run --standalone \
+            --nproc_per_node=1 train.py --smoke --epochs 3 --tracker none \
+            --checkpoint-dir preempt-check) 2>&1 | grep -E "stopped at step|exitcode|Error" ||
+            echo "$name: no preemption line"
+    done
 }
 
 generate() {

@@ -55,14 +55,15 @@ def assert_same_end(project: Path, folder: str, framework: str = "ddp") -> None:
 
 @elastic_group("ddp")
 def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resumes(elastic_runs):
-    """SIGUSR1 on every rank during step 5; then SIGTERM to torchrun (as Kubernetes sends it),
-    which passes it on to its workers; then a plain start: it resumes, with no --resume,
-    and ends as the uninterrupted run ends."""
+    """SIGUSR1 on every rank during step 5: the ranks' vote on it (started after step 5,
+    read after step 6) stops them after step 6; then SIGTERM to torchrun (as Kubernetes
+    sends it), which passes it on to its workers; then a plain start: it resumes, with no
+    --resume, and ends as the uninterrupted run ends."""
     run = elastic_runs("ddp")
     straight = run.straight.stdout + run.straight.stderr
     code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:*:5"))
     assert code != 0 and "exitcode  : 75" in first, first[-5000:]
-    assert "SIGUSR1: stopped at step 5, checkpoint written to preempted/last.pt" in first
+    assert "SIGUSR1: stopped at step 6, checkpoint written to preempted/last.pt" in first
     assert (run.project / "preempted" / "PREEMPTED").exists()
     second = torchrun(run.project, run.env, "preempted")
     seen = ""
@@ -77,7 +78,7 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
     # torchrun signals its workers one after the other: rank 0 may learn of it from rank 1
     stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+)", seen)
     assert code != 0 and stopped, seen[-5000:]
-    assert "resuming from step 5 of preempted/last.pt" in seen
+    assert "resuming from step 6 of preempted/last.pt" in seen
     code, third = finish(torchrun(run.project, run.env, "preempted"))
     assert code == 0, third[-5000:]
     assert f"resuming from step {stopped[1]} of preempted/last.pt" in third
@@ -119,8 +120,8 @@ def test_a_kill_at_every_step_of_an_epoch_and_the_next_resumes_to_the_same_end(
 def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resumes(
     elastic_runs,
 ):
-    """SIGUSR1 on rank 1 alone during step 5: both ranks stop after step 5 (they agree),
-    the Trainer saves checkpoint-5 and the processes exit 75; a plain start resumes
+    """SIGUSR1 on rank 1 alone during step 5: both ranks stop after step 6 (they agree, a
+    step later), the Trainer saves checkpoint-6 and the processes exit 75; a plain start resumes
     there, mid-epoch, and ends with the weights and RNG states of the uninterrupted run."""
     run = elastic_runs("hf")
     code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
@@ -128,12 +129,12 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     # once it sees the first exit (SIGTERM: -15)
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
     assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
-    said = "another rank's signal: stopped at step 5, checkpoint written to preempted/checkpoint-5"
+    said = "another rank's signal: stopped at step 6, checkpoint written to preempted/checkpoint-6"
     assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
     assert (run.project / "preempted" / "PREEMPTED").exists()
     code, second = finish(torchrun(run.project, run.env, "preempted"))
     assert code == 0, second[-5000:]
-    assert "resuming from preempted/checkpoint-5" in second
+    assert "resuming from preempted/checkpoint-6" in second
     assert not (run.project / "preempted" / "PREEMPTED").exists()
     assert report_of(second)["steps"] == 24
     assert_same_end(run.project, "preempted", "hf")
@@ -141,8 +142,8 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
 
 @elastic_group("lightning")
 def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(elastic_runs):
-    """SIGUSR1 on rank 1 alone during step 5: both ranks write last.ckpt after step 5 and
-    exit 75. A plain start resumes there; once it has trained a step, SIGTERM to torchrun
+    """SIGUSR1 on rank 1 alone during step 5: both ranks write last.ckpt after step 6 (the
+    vote is read a step later) and exit 75. A plain start resumes there; once it has trained a step, SIGTERM to torchrun
     (as Kubernetes stops a pod), which passes it on: last.ckpt at the next step, exit 75.
     A third start resumes from that step and ends with the weights and every rank's RNG
     state of the uninterrupted run."""
@@ -151,7 +152,7 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
     code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
     assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
-    said = "another rank's signal: stopped at step 5, checkpoint written to preempted/last.ckpt"
+    said = "another rank's signal: stopped at step 6, checkpoint written to preempted/last.ckpt"
     assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
     assert marker.exists()
     second = torchrun(run.project, run.env, "preempted", fault="slow:*:0.3")

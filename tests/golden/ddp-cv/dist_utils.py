@@ -148,6 +148,39 @@ def any_rank(flag: bool) -> bool:
     return not every_rank(not flag)
 
 
+class StopVote:
+    """Whether any rank was asked to stop, agreed once per optimizer step without
+    holding the step up: each vote starts an all-reduce of this rank's answer and
+    returns the previous vote's result, which finished while the step in between ran
+    (with NCCL a copy queued behind it on the stream brings it to the host: this
+    process never waits for the GPU's current step). Every rank gets the same answer at
+    the same vote: the ranks stop together, one optimizer step after the first signal.
+    """
+
+    def __init__(self) -> None:
+        self.previous: Callable[[], bool] = lambda: False
+
+    def __call__(self, flag: bool) -> bool:
+        vote = torch.tensor([int(flag)], device=collective_device())
+        work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, async_op=True)
+        if vote.is_cuda:
+            work.wait()  # the stream waits for NCCL, not this process
+            host = torch.empty(1, dtype=vote.dtype, pin_memory=True)
+            host.copy_(vote, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+            done: Callable[[], object] = copied.synchronize
+        else:
+            host, done = vote, work.wait
+
+        def result() -> bool:
+            done()  # long finished: it was started a step ago
+            return bool(host.item())
+
+        answer, self.previous = self.previous(), result
+        return answer
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
     total = value.detach().to(

@@ -46,7 +46,7 @@ MAIN_PROCESS = True  # one process: it logs, shows progress and checkpoints
 
 
 # SLURM warns a job before its time is up (#SBATCH --signal), Kubernetes and torchrun
-# send SIGTERM: the run finishes its optimizer step, checkpoints and exits PREEMPTED.
+# send SIGTERM: the run checkpoints at a step boundary and exits PREEMPTED.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 STOP_REQUESTS: list[int] = []  # the stop signals this process has received
 PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on

@@ -97,11 +97,12 @@ class LossRecorder(TrainerCallback):
 
 class Preemption(TrainerCallback):
     """SIGUSR1 (SLURM's notice) or SIGTERM (Kubernetes, torchrun): save at the end of
-    the optimizer step, stop, and exit PREEMPTED. The ranks agree after every step (one
-    small all-reduce), so all stop at the same one."""
+    an optimizer step, stop, and exit PREEMPTED. The ranks agree after every step
+    (dist_utils.StopVote), so all stop at the same one, the step after the signal."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
+        self.vote = dist_utils.StopVote()
         self.stopped: str | None = None  # the signal that stopped training
         for number in (signal.SIGUSR1, signal.SIGTERM):
             signal.signal(
@@ -109,7 +110,7 @@ class Preemption(TrainerCallback):
             )
 
     def on_step_end(self, args, state, control, **kwargs) -> None:
-        if dist_utils.any_rank(bool(self.received)):
+        if self.vote(bool(self.received)):
             self.stopped = dist_utils.stop_reason(self.received)
             control.should_save = control.should_training_stop = True
             args.load_best_model_at_end = False  # the run exits next: no time to spend

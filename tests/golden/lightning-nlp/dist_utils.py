@@ -155,6 +155,39 @@ def any_rank(flag: bool) -> bool:
     return not every_rank(not flag)
 
 
+class StopVote:
+    """Whether any rank was asked to stop, agreed once per optimizer step without
+    holding the step up: each vote starts an all-reduce of this rank's answer and
+    returns the previous vote's result, which finished while the step in between ran
+    (with NCCL a copy queued behind it on the stream brings it to the host: this
+    process never waits for the GPU's current step). Every rank gets the same answer at
+    the same vote: the ranks stop together, one optimizer step after the first signal.
+    """
+
+    def __init__(self) -> None:
+        self.previous: Callable[[], bool] = lambda: False
+
+    def __call__(self, flag: bool) -> bool:
+        vote = torch.tensor([int(flag)], device=collective_device())
+        work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, async_op=True)
+        if vote.is_cuda:
+            work.wait()  # the stream waits for NCCL, not this process
+            host = torch.empty(1, dtype=vote.dtype, pin_memory=True)
+            host.copy_(vote, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+            done: Callable[[], object] = copied.synchronize
+        else:
+            host, done = vote, work.wait
+
+        def result() -> bool:
+            done()  # long finished: it was started a step ago
+            return bool(host.item())
+
+        answer, self.previous = self.previous(), result
+        return answer
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
     total = value.detach().to(
@@ -274,12 +307,13 @@ def env_from_slurm() -> None:
 
 class Preemption(Callback):
     """SIGTERM (Kubernetes, torchrun passing its own on) or SIGUSR1: the ranks agree
-    after every optimizer step (one small all-reduce), and at the first one signalled
-    they write ``folder``/last.ckpt, leave PREEMPTED_FILE and exit PREEMPTED; the next
+    after every optimizer step (StopVote), and at the step after the first signal they
+    write ``folder``/last.ckpt, leave PREEMPTED_FILE and exit PREEMPTED; the next
     start resumes there. Under SLURM, Lightning's own auto-requeue answers instead."""
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.received, self.step = folder, [], -1
+        self.vote = StopVote()
 
     def on_train_start(self, trainer, module) -> None:
         slurm = trainer.strategy.cluster_environment
@@ -293,7 +327,7 @@ class Preemption(Callback):
         if trainer.global_step == self.step:  # a micro-batch of an accumulation
             return
         self.step = trainer.global_step
-        if not any_rank(bool(self.received)):
+        if not self.vote(bool(self.received)):
             return
         last = self.folder / "last.ckpt"
         trainer.save_checkpoint(last)  # every rank: rank 0 writes
