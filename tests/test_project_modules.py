@@ -279,3 +279,38 @@ def test_on_a_gpu_the_cv_model_is_channels_last_and_cudnn_benchmarks(
     assert torch.backends.cudnn.benchmark is True
     weight = net.backbone.conv1.weight
     assert weight.is_contiguous(memory_format=torch.channels_last) is channels_last
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_the_stop_vote_is_read_a_step_later_and_spaced_by_the_pace(project, tmp_path):
+    """dist_utils.StopVote in a one-rank gloo group: with GENIE_STOP_VOTE_SECONDS=0 it
+    votes after every step and a flag raised at step 5 stops at step 6; by default, over
+    calls far faster than half a second apart, it votes at most every 100 steps (each
+    vote one all-reduce, counted), and a flag raised at step 150 stops at the step after
+    the next vote."""
+    import torch.distributed as dist
+
+    dist_utils = importlib.import_module("dist_utils")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    votes = []
+    reduce = dist.all_reduce
+
+    def counted(*args, **kwargs):
+        votes.append(1)
+        return reduce(*args, **kwargs)
+
+    try:
+        dist.all_reduce = counted  # StopVote calls it as dist.all_reduce
+        dist_utils.STOP_VOTE_SECONDS = 0.0
+        vote = dist_utils.StopVote()
+        assert [vote(step >= 5) for step in range(1, 7)] == [False] * 5 + [True]
+        assert len(votes) == 5  # steps 1 to 5; step 6 reads the last one
+        dist_utils.STOP_VOTE_SECONDS = 0.5
+        votes.clear()
+        vote = dist_utils.StopVote()
+        stopped = next(step for step in range(1, 1000) if vote(step >= 150))
+        assert 150 < stopped <= 202 and len(votes) <= 4, (stopped, len(votes))
+    finally:
+        dist.all_reduce = reduce
+        dist.destroy_process_group()

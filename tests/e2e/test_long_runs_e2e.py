@@ -22,6 +22,9 @@ from .test_elastic_e2e import final_state, steps_logged
 from .test_smoke_e2e import report_of
 
 pytestmark = pytest.mark.e2e  # the straight runs are elastic_runs'
+# The ranks vote on a stop signal after every optimizer step (by default about every 0.5 s):
+# a signal during step 5 stops them after step 6
+EVERY_STEP = {"GENIE_STOP_VOTE_SECONDS": "0"}
 
 
 def torchrun(project: Path, env: dict, folder: str, *extra: str, fault: str = "",
@@ -61,11 +64,12 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
     --resume, and ends as the uninterrupted run ends."""
     run = elastic_runs("ddp")
     straight = run.straight.stdout + run.straight.stderr
-    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:*:5"))
+    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:*:5"))
     assert code != 0 and "exitcode  : 75" in first, first[-5000:]
     assert "SIGUSR1: stopped at step 6, checkpoint written to preempted/last.pt" in first
     assert (run.project / "preempted" / "PREEMPTED").exists()
-    second = torchrun(run.project, run.env, "preempted")
+    # the default vote cadence, about every 0.5 s: 0.1 s steps vote every few steps
+    second = torchrun(run.project, run.env, "preempted", fault="slow:*:0.1")
     seen = ""
     assert second.stdout is not None
     for line in second.stdout:  # let it train a few steps, then stop it as a cluster would
@@ -124,7 +128,7 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     step later), the Trainer saves checkpoint-6 and the processes exit 75; a plain start resumes
     there, mid-epoch, and ends with the weights and RNG states of the uninterrupted run."""
     run = elastic_runs("hf")
-    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
+    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
     # the ranks exit 75 after the checkpoint; torchrun stops one still shutting down
     # once it sees the first exit (SIGTERM: -15)
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
@@ -149,7 +153,7 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
     state of the uninterrupted run."""
     run = elastic_runs("lightning")
     last, marker = run.project / "preempted" / "last.ckpt", run.project / "preempted" / "PREEMPTED"
-    code, first = finish(torchrun(run.project, run.env, "preempted", fault="usr1:1:5"))
+    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
     assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
     said = "another rank's signal: stopped at step 6, checkpoint written to preempted/last.ckpt"

@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -156,24 +157,48 @@ def any_rank(flag: bool) -> bool:
     return not every_rank(not flag)
 
 
+# Seconds between the ranks' stop votes (StopVote); 0: a vote after every optimizer step
+STOP_VOTE_SECONDS = float(os.environ.get("GENIE_STOP_VOTE_SECONDS", "0.5"))
+
+
 class StopVote:
-    """Whether any rank was asked to stop, agreed once per optimizer step without
-    holding the step up: each vote starts an all-reduce of this rank's answer and
-    returns the previous vote's result, which finished while the step in between ran
-    (with NCCL a copy queued behind it on the stream brings it to the host: this
-    process never waits for the GPU's current step). Every rank gets the same answer at
-    the same vote: the ranks stop together, one optimizer step after the first signal.
-    """
+    """Whether any rank was asked to stop, agreed by all ranks at the same optimizer
+    step without holding steps up; call it after every optimizer step. A vote is one
+    all-reduce, started at one call and read at the next, long finished by then (with
+    NCCL a copy queued behind it on the stream brings it to the host: this process
+    never waits for the GPU's current step). Each vote also agrees on the steps until
+    the next, from the slowest rank's pace, so that votes come about every
+    STOP_VOTE_SECONDS (at least every 100 steps): the ranks stop together within about
+    that time of the first signal, for one small collective per interval."""
 
     def __init__(self) -> None:
-        self.previous: Callable[[], bool] = lambda: False
+        self.calls, self.due, self.since = 0, 1, (0, time.monotonic())
+        self.pending: Callable[[], list[int]] | None = None
 
     def __call__(self, flag: bool) -> bool:
-        vote = torch.tensor([int(flag)], device=collective_device())
+        self.calls += 1
+        if self.pending is not None:  # the vote started at the previous call
+            stop, fewest_steps = self.pending()
+            self.pending = None
+            if stop:
+                return True
+            self.due = self.calls - fewest_steps - 1  # max() of minus steps: the fewest
+        if self.calls == self.due:
+            calls, then = self.since
+            self.since = (self.calls, time.monotonic())
+            pace = (self.calls - calls) / max(self.since[1] - then, 1e-6)  # steps per s
+            steps = max(1, min(100, int(STOP_VOTE_SECONDS * pace)))
+            self.pending = self.start([int(flag), -steps])
+        return False
+
+    @staticmethod
+    def start(values: list[int]) -> Callable[[], list[int]]:
+        """All-reduce (max) ``values`` without waiting; returns what reads the result."""
+        vote = torch.tensor(values, device=collective_device())
         work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, async_op=True)
         if vote.is_cuda:
             work.wait()  # the stream waits for NCCL, not this process
-            host = torch.empty(1, dtype=vote.dtype, pin_memory=True)
+            host = torch.empty(len(values), dtype=vote.dtype, pin_memory=True)
             host.copy_(vote, non_blocking=True)
             copied = torch.cuda.Event()
             copied.record()
@@ -181,12 +206,11 @@ class StopVote:
         else:
             host, done = vote, work.wait
 
-        def result() -> bool:
-            done()  # long finished: it was started a step ago
-            return bool(host.item())
+        def result() -> list[int]:
+            done()
+            return host.tolist()
 
-        answer, self.previous = self.previous(), result
-        return answer
+        return result
 
 
 def mean_across_ranks(value: torch.Tensor) -> float:
@@ -320,7 +344,7 @@ def env_from_slurm() -> None:
 
 class Preemption(Callback):
     """SIGTERM (Kubernetes, torchrun passing its own on) or SIGUSR1: the ranks agree
-    after every optimizer step (StopVote), and at the step after the first signal they
+    (StopVote) to stop at one optimizer step, soon after the first signal; there they
     write ``folder``/last.ckpt, leave PREEMPTED_FILE and exit PREEMPTED; the next
     start resumes there. Under SLURM, Lightning's own auto-requeue answers instead."""
 

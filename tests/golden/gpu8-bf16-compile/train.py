@@ -50,7 +50,7 @@ MAIN_PROCESS = int(os.environ.get("RANK", "0")) == 0
 # send SIGTERM: the run checkpoints at a step boundary and exits PREEMPTED.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 STOP_REQUESTS: list[int] = []  # the stop signals this process has received
-# the ranks' agreement on them, once per optimizer step
+# the ranks' agreement on them, about every half second
 STOP_VOTE = dist_utils.StopVote()
 PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
 
@@ -179,8 +179,8 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
 
 def stop_requested() -> str | None:
     """The signal that asked this run to stop, once any rank has received one (every
-    rank calls this after each optimizer step: all stop at the same one, the step after
-    the first signal)."""
+    rank calls this after each optimizer step: all stop at the same one, within about
+    half a second of the first signal)."""
     received = [signal.Signals(number).name for number in STOP_REQUESTS]
     if STOP_VOTE(bool(received)):
         return received[0] if received else "another rank's signal"

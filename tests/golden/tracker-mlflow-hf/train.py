@@ -97,8 +97,8 @@ class LossRecorder(TrainerCallback):
 
 class Preemption(TrainerCallback):
     """SIGUSR1 (SLURM's notice) or SIGTERM (Kubernetes, torchrun): save at the end of
-    an optimizer step, stop, and exit PREEMPTED. The ranks agree after every step
-    (dist_utils.StopVote), so all stop at the same one, the step after the signal."""
+    an optimizer step, stop, and exit PREEMPTED. The ranks agree (dist_utils.StopVote),
+    so all stop at the same step, within about half a second of the signal."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
