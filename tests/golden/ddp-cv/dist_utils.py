@@ -185,7 +185,7 @@ class StopVote:
 
     @staticmethod
     def start(values: list[int]) -> Callable[[], list[int]]:
-        """All-reduce (max) ``values`` without waiting; returns what reads the result."""
+        """All-reduce (max) ``values`` without waiting; returns their reader."""
         vote = torch.tensor(values, device=collective_device())
         work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, async_op=True)
         if vote.is_cuda:
