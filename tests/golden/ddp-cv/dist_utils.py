@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -203,6 +204,11 @@ class StopVote:
             return host.tolist()
 
         return result
+
+
+def stop_reason(received: list[int]) -> str:
+    """Why the ranks agreed to stop, as this rank knows it."""
+    return signal.Signals(received[0]).name if received else "another rank's signal"
 
 
 def mean_across_ranks(value: torch.Tensor) -> float:

@@ -170,8 +170,7 @@ def _micro_steps(run: Run, loader: DataLoader, bar: tqdm) -> tuple[torch.Tensor,
 
 def stop_requested() -> str | None:
     """The signal that asked this run to stop, once one has arrived."""
-    received = [signal.Signals(number).name for number in STOP_REQUESTS]
-    return received[0] if received else None
+    return signal.Signals(STOP_REQUESTS[0]).name if STOP_REQUESTS else None
 
 
 def save(

@@ -181,9 +181,8 @@ def stop_requested() -> str | None:
     """The signal that asked this run to stop, once any rank has received one (every
     rank calls this after each optimizer step: all stop at the same one, within about
     half a second of the first signal)."""
-    received = [signal.Signals(number).name for number in STOP_REQUESTS]
-    if STOP_VOTE(bool(received)):
-        return received[0] if received else "another rank's signal"
+    if STOP_VOTE(bool(STOP_REQUESTS)):
+        return dist_utils.stop_reason(STOP_REQUESTS)
     return None
 
 

@@ -212,6 +212,11 @@ class StopVote:
         return result
 
 
+def stop_reason(received: list[int]) -> str:
+    """Why the ranks agreed to stop, as this rank knows it."""
+    return signal.Signals(received[0]).name if received else "another rank's signal"
+
+
 def mean_across_ranks(value: torch.Tensor) -> float:
     """Average a scalar over all ranks (gloo has no ReduceOp.AVG, so sum and divide)."""
     total = value.detach().to(
@@ -422,11 +427,6 @@ def resumes(folder: Path, required: bool, counts: tuple[str, ...]) -> bool:
 
 
 PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose; run it again to go on
-
-
-def stop_reason(received: list[int]) -> str:
-    """Why the ranks agreed to stop, as this rank knows it."""
-    return signal.Signals(received[0]).name if received else "another rank's signal"
 
 
 def exit_preempted(why: str, step: int, checkpoint: Path, leave_file: bool) -> None:
