@@ -151,7 +151,7 @@ if __name__ == "__main__":  # a manual check: python tests/slurm_cluster.py DIR
     import sys
 
     c = start(Path(sys.argv[1]))
-    print("up", c.env["SLURM_CONF"], c.pids)
+    print("up", c.env["SLURM_CONF"], [d.pid for d in c.daemons])
     try:
         print(subprocess.run(["sinfo"], env=c.env, capture_output=True, text=True).stdout)
     finally:
