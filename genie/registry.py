@@ -39,6 +39,10 @@ class Framework:
     # True: --save-every N writes the last checkpoint every N optimizer steps too (the HF
     # Trainer checkpoints at its evaluations instead)
     save_every: bool = True
+    # True: AdamW runs fused on GPUs where the torch version has it. Lightning's mixed
+    # precision refuses to clip the gradients of an optimizer that unscales them itself
+    # (measured: RuntimeError on the first step, Lightning 2.6.6, torch 2.11 on an H200)
+    fused_optimizer: bool = True
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
     warning: str | None = None  # printed when it is chosen
 
@@ -124,6 +128,7 @@ FRAMEWORKS: dict[str, Framework] = {
             trainer=True,
             srun_tasks=True,
             own_slurm_requeue=True,
+            fused_optimizer=False,
         ),
         Framework(
             "hf",

@@ -124,9 +124,12 @@ def keyword_values(call: ast.Call) -> dict[str, str]:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_settings_a_hand_tuned_loop_has(variant):
     """DDP keeps gradients in its buckets; the HF Trainer skips its per-step NaN filter and
-    uses fused AdamW on GPUs; AdamW is fused on GPUs where torch has it (2.0)."""
-    torch_minor = (GOLDEN / variant / ".genie.yml").read_text().split('torch: "')[1].split('"')[0]
+    uses fused AdamW on GPUs; AdamW is fused on GPUs where torch has it (2.0), except under
+    Lightning (see the test below)."""
+    answers = (GOLDEN / variant / ".genie.yml").read_text()
+    torch_minor = answers.split('torch: "')[1].split('"')[0]
     fused_exists = tuple(int(x) for x in torch_minor.split(".")) >= (2, 0)
+    lightning = 'framework: "lightning"' in answers
     for path in modules(variant):
         tree = ast.parse(path.read_text())
         for name in ("DDP", "DDPStrategy"):
@@ -139,4 +142,20 @@ def test_the_settings_a_hand_tuned_loop_has(variant):
             assert found.get("optim") == (fused if fused_exists else None), path
         for call in calls(tree, "torch.optim.AdamW"):
             fused = keyword_values(call).get("fused")
-            assert fused == ("cuda or None" if fused_exists else None), path
+            assert fused == ("cuda or None" if fused_exists and not lightning else None), path
+
+
+def test_lightning_mixed_precision_refuses_to_clip_a_fused_optimizer():
+    """Why Lightning projects build AdamW unfused: its mixed-precision plugin raises on the
+    first step when clipping (--max-grad-norm) the gradients of an optimizer that unscales
+    them itself, as a fused AdamW does (seen on an H200: every Lightning project failed its
+    smoke test). When a Lightning release allows it, this fails: fuse them again."""
+    torch = pytest.importorskip("torch")
+    precision = pytest.importorskip("lightning.pytorch.plugins.precision")
+    weights = torch.nn.Parameter(torch.ones(4))
+    weights.grad = torch.ones(4)
+    plugin = precision.MixedPrecision("bf16-mixed", "cpu")
+    plugin.clip_gradients(torch.optim.AdamW([weights]), clip_val=1.0)  # unfused: clips
+    assert weights.grad.norm() == pytest.approx(1.0)
+    with pytest.raises(RuntimeError, match="fused"):
+        plugin.clip_gradients(torch.optim.AdamW([weights], fused=True), clip_val=1.0)

@@ -27,6 +27,11 @@ def context(spec: Spec) -> dict[str, Any]:
         "genie_version": __version__,
         "marker": contract.MARKER,
         "features": compat.features(spec.torch),
+        # AdamW fused into one kernel per step on GPUs: the torch version and the framework
+        "fused_adamw": (
+            compat.features(spec.torch)["fused_adamw"]
+            and FRAMEWORKS[spec.framework].fused_optimizer
+        ),
         "libs": compat.library_features(spec.torch, spec.python),
         # the cluster's torch in requirements-torch.txt, the rest in requirements.txt
         "requirements_torch": torch_lines,

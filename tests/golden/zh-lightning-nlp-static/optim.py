@@ -13,7 +13,7 @@ def build_optimizer(
     model: nn.Module, args: argparse.Namespace
 ) -> torch.optim.Optimizer:
     """AdamW that decays weights only (biases and normalization layers' parameters are
-    not decayed, as in the HF Trainer), fused into one kernel per step on GPUs."""
+    not decayed, as in the HF Trainer)."""
     decay: list[nn.Parameter] = []
     other: list[nn.Parameter] = []
     seen: set[int] = set()  # a shared parameter belongs to one group
@@ -27,8 +27,9 @@ def build_optimizer(
         {"params": decay, "weight_decay": args.weight_decay},
         {"params": other, "weight_decay": 0.0},
     ]
-    cuda = all(p.device.type == "cuda" for p in decay + other)
-    return torch.optim.AdamW(groups, lr=args.lr, fused=cuda or None)
+    # not fused: Lightning's mixed precision refuses to clip the gradients of an
+    # optimizer that unscales them itself (a fused one)
+    return torch.optim.AdamW(groups, lr=args.lr)
 
 
 class WarmupCosine:
