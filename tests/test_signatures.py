@@ -215,6 +215,29 @@ def test_torch_without_numpy_is_the_numpy_signature(tmp_path):
     assert ids(explain(done.stderr, done.returncode)) == ["numpy"]
 
 
+@pytest.mark.parametrize("line", [
+    # node 1's agent, node 0 killed: as seen (the store's host closed the connection) ...
+    "[W1204 10:42:52.786591396 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on "
+    "SocketImpl(fd=4, addr=[d018::7290]:54854, remote=[fdff::d900::]:22703): Failed to recv, "
+    "got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+    "[W1204 10:42:52.827223891 TCPStore.cpp:106] [c10d] sendBytes failed on SocketImpl(fd=4, "
+    "addr=[a81b::0]:54854, remote=[fdff::d900::]:22703): Broken pipe",
+    # ... and reset, c10d's socket error in strerror's words (the same format)
+    "[W1204 10:42:52.786591396 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on "
+    "SocketImpl(fd=4, addr=[d018::7290]:54854, remote=[fdff::d900::]:22703): Connection reset "
+    "by peer",
+    "torch.distributed.DistNetworkError: Connection reset by peer",
+])  # fmt: skip
+def test_a_store_that_went_away_is_named_whether_closed_or_reset(line):
+    assert ids(explain(line + "\n", 1)) == ["store_closed"]
+
+
+def test_a_reset_elsewhere_is_not_the_store():
+    assert "store_closed" not in ids(
+        explain("Read error [10.0.0.2]:4321: Connection reset by peer\n", 1)
+    )
+
+
 TESTED = {
     "address_in_use", "rendezvous_timeout", "nccl", "cuda_oom", "numpy", "missing_package",
     "killed", "hung",

@@ -88,7 +88,11 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "store_closed",
-        r"Failed to recv, got 0 bytes\. Connection was likely closed",
+        # closed (FIN), or reset (RST: the store's host died with bytes unread, as it does
+        # on a loaded machine); a reset says so in c10d's socket log and in the exception
+        r"Failed to recv, got 0 bytes\. Connection was likely closed|"
+        r"\[c10d\] \w+ failed on SocketImpl\(.*\): (?:Connection reset by peer|Broken pipe)|"
+        r"DistNetworkError: (?:Connection reset by peer|Broken pipe)",
         _("the rendezvous store on node 0 went away: node 0's torchrun stopped or was killed"),
         _("look at node 0's log first; restart node 0, then the others"),
     ),

@@ -355,6 +355,8 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
         if signature == "hostname_unresolved":
             net.hosts[0].kill_all()  # node 0 gone: node 1 sees its store close
             wait_for("store_closed", logs[1:], 60)  # when its agent next talks to the store
+            tail = logs[1].read_text(errors="replace")[-3000:]
+            assert failed_with("store_closed", logs[1:]), f"node 1 after node 0 died:\n{tail}"
     # one file with every node's output, as a SLURM job's log has it
     log = tmp_path / "job.log"
     log.write_text("".join(logs[k].read_text(errors="replace") for k in started))
