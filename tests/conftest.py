@@ -19,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 GENIE = [sys.executable, "-m", "genie"]
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the CPUs this process may use. The e2e tests wait
-    part of their time (timeouts, the SLURM queue, nodes started late) while the CPUs are
-    free; on the 2-core CI machine two workers left 12% of the CPU time unused."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else 2
-
-
 @pytest.fixture
 def cpu_machine() -> Machine:
     """A machine with no GPU and torch 2.14 installed, whatever this one has."""
