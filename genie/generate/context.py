@@ -19,6 +19,7 @@ def context(spec: Spec) -> dict[str, Any]:
     torch_lines, rest = compat.split_torch(
         compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
     )
+    features = compat.features(spec.torch)
     return {
         **asdict(spec),  # fields that do not apply are None
         # the framework's registry entry: what shared templates may branch on (torchrun,
@@ -26,12 +27,9 @@ def context(spec: Spec) -> dict[str, Any]:
         "fw": asdict(FRAMEWORKS[spec.framework]),
         "genie_version": __version__,
         "marker": contract.MARKER,
-        "features": compat.features(spec.torch),
+        "features": features,
         # AdamW fused into one kernel per step on GPUs: the torch version and the framework
-        "fused_adamw": (
-            compat.features(spec.torch)["fused_adamw"]
-            and FRAMEWORKS[spec.framework].fused_optimizer
-        ),
+        "fused_adamw": features["fused_adamw"] and FRAMEWORKS[spec.framework].fused_optimizer,
         "libs": compat.library_features(spec.torch, spec.python),
         # the cluster's torch in requirements-torch.txt, the rest in requirements.txt
         "requirements_torch": torch_lines,
