@@ -15,7 +15,6 @@ that differ, a firewall that drops a port (nftables).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 import shutil
@@ -31,9 +30,7 @@ from genie.i18n import _
 SUBNET = "10.77.0"  # host k is SUBNET.(k+1)/24; private to the namespaces made here
 NETNS_ETC = Path("/etc/netns")  # ip netns exec bind-mounts NETNS_ETC/NAME/hosts on /etc/hosts
 _PREFIX = "genie"
-# genie<pid>n<network>h<host> (or s0, the switch); earlier genies wrote no n<network>
-_STALE = re.compile(rf"^{_PREFIX}(?P<pid>\d+)(n\d+)?[a-z]\d+$")
-_NETWORKS = itertools.count()  # networks made by this process, so that several can coexist
+_STALE = re.compile(rf"^{_PREFIX}(?P<pid>\d+)[a-z]\d+$")
 # Sets the hostname in the new UTS namespace, then becomes the command.
 _BECOME = (
     "import os, socket, sys; socket.sethostname(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
@@ -134,7 +131,6 @@ def _make_host(host: Host, switch: str) -> None:
         _ip("link", "add", "docker0", "type", "bridge", netns=host.netns)
         _ip("addr", "add", f"{_decoy_address(host)}/16", "dev", "docker0", netns=host.netns)
         _ip("link", "set", "docker0", "up", netns=host.netns)
-    # in the switch's namespace, each network's own: two networks may use the same name
     port = f"gp{os.getpid()}_{host.index}"  # interface names: 15 characters at most
     _ip("link", "add", host.config.interface, "netns", host.netns, "type", "veth", "peer",
         "name", port, "netns", switch)  # fmt: skip
@@ -185,7 +181,7 @@ def network(configs: Sequence[HostConfig]) -> Iterator[Network]:
     """Make one host per config, joined on one subnet; remove them all on exit, whatever
     happened (the processes still running on them are killed)."""
     sweep()
-    tag = f"{_PREFIX}{os.getpid()}n{next(_NETWORKS)}"
+    tag = f"{_PREFIX}{os.getpid()}"
     made = Network(switch=f"{tag}s0")
     try:
         _ip("netns", "add", made.switch)

@@ -12,8 +12,6 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from genie.spec import build_spec
 
 from ..conftest import run_genie
 from .conftest import count_preparations
-from .hosts import MASTER, PORT, Node, NodeRun, copies, need_hosts, report_line, run_nodes
+from .hosts import MASTER, PORT, Node, copies, need_hosts, report_line, run_nodes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("hosts")]
 PREFLIGHT = "GENIE_PREFLIGHT "
@@ -107,123 +105,54 @@ def test_node_1_started_15_seconds_before_node_0_trains(projects, tmp_path):
 # ---------------------------------------------------------------- cases named in one line
 
 
-def run_failing(projects, root: Path, nodes, rdzv="c10d", edit=None, wait=QUICK_WAIT):
-    """Run the preflight in copies under ``root``, each node told to wait ``wait`` s."""
-    dirs = copies(projects[rdzv], root, 2)
+def failing(projects, tmp_path, nodes, rdzv="c10d", edit=None, wait=QUICK_WAIT):
+    """Run the preflight; every node that started fails, within ``wait`` and the margin a
+    loaded machine needs (torch's import, two of them)."""
+    dirs = copies(projects[rdzv], tmp_path, 2)
     if edit:
         edit(dirs)
-    temp = root / "tmp"
+    temp = tmp_path / "tmp"
     temp.mkdir()
     for node in nodes:
         node.env.setdefault("PREFLIGHT_WAIT", str(wait))
         node.env.setdefault("TMPDIR", str(temp))
-    return run_nodes(dirs, nodes, ["--preflight"], timeout=90)
-
-
-def assert_failed(runs, root: Path, wait) -> None:
-    """Every node that started failed, within ``wait`` and the margin a loaded machine needs
-    (torch's import, two of them)."""
+    runs = run_nodes(dirs, nodes, ["--preflight"], timeout=90)
     started = [r for r in runs if r.returncode is not None]
     assert started and all(r.returncode not in (0, None) for r in started), [r.output for r in runs]
     assert max(r.seconds for r in started) < wait + MARGIN
     # node 0's facts file is for the torchrun stage a failed preflight never reaches
-    assert not list((root / "tmp").glob("preflight-*"))
-
-
-def failing(projects, tmp_path, nodes, rdzv="c10d", edit=None, wait=QUICK_WAIT):
-    runs = run_failing(projects, tmp_path, nodes, rdzv, edit, wait)
-    assert_failed(runs, tmp_path, wait)
+    assert not list(temp.glob("preflight-*"))
     return runs
-
-
-# The failures that wait out a timeout with little to compute run at once, each on hosts of
-# its own (a network per run): (node 0 and node 1, rendezvous, PREFLIGHT_WAIT).
-WAITING = {
-    "firewall": (
-        lambda: [Node(hosts.HostConfig("node0", drop_tcp_port=int(PORT))),
-                 Node(hosts.HostConfig("node1"))],
-        "c10d", DEFAULT_WAIT,  # the default, within 30 s
-    ),
-    "wrong master": (
-        lambda: [Node(hosts.HostConfig("node0")),
-                 Node(hosts.HostConfig("node1"), env={"MASTER_ADDR": f"{hosts.SUBNET}.9"})],
-        "c10d", QUICK_WAIT,
-    ),
-    **{
-        f"node 0 never started, {rdzv}": (
-            lambda: [Node(hosts.HostConfig("node0"), started=False),
-                     Node(hosts.HostConfig("node1"))],
-            rdzv, QUICK_WAIT,
-        )
-        for rdzv in ("c10d", "static")
-    },
-}  # fmt: skip
-
-
-@dataclass
-class Waited:
-    runs: list[NodeRun]
-    root: Path
-    wait: int
-
-
-@pytest.fixture(scope="module")
-def waited(projects, tmp_path_factory):
-    """The WAITING runs, all at once, and genie smoke on a firewall (in this thread: it may
-    set a SIGINT handler) meanwhile."""
-    root = tmp_path_factory.mktemp("waited")
-
-    def preflight(name: str) -> Waited:
-        nodes, rdzv, wait = WAITING[name]
-        (root / name).mkdir()
-        return Waited(
-            run_failing(projects, root / name, nodes(), rdzv, wait=wait), root / name, wait
-        )
-
-    with ThreadPoolExecutor(len(WAITING)) as pool:
-        futures = {name: pool.submit(preflight, name) for name in WAITING}
-        smoked = smoke_through_a_firewall(projects)
-        return {name: future.result() for name, future in futures.items()}, smoked
-
-
-def smoke_through_a_firewall(projects):
-    spec = build_spec({"name": "p", "nodes": 2, "master_addr": MASTER, "gpus_per_node": 0},
-                      hosts_machine())  # fmt: skip
-    configs = [hosts.HostConfig("node0", drop_tcp_port=29500), hosts.HostConfig("node1")]
-    started = time.monotonic()
-    options = RunOptions(hosts_machine(), timeout=120)
-    result = smoke_nodes.run(spec, projects["c10d"], options, hosts=configs)
-    return result, time.monotonic() - started
-
-
-def waited_failure(waited, name: str) -> list[NodeRun]:
-    found = waited[0][name]
-    assert_failed(found.runs, found.root, found.wait)
-    return found.runs
 
 
 def fail_lines(run) -> list[str]:
     return [line for line in run.output.splitlines() if line.startswith("preflight FAIL:")]
 
 
-def test_a_firewall_dropping_the_master_port_is_named(waited):
-    runs = waited_failure(waited, "firewall")
+def test_a_firewall_dropping_the_master_port_is_named(projects, tmp_path):
+    nodes = [
+        Node(hosts.HostConfig("node0", drop_tcp_port=int(PORT))),
+        Node(hosts.HostConfig("node1")),
+    ]
+    runs = failing(projects, tmp_path, nodes, wait=DEFAULT_WAIT)  # the default, within 30 s
     assert max(r.seconds for r in runs) < 30
     [line] = fail_lines(runs[1])
     assert "cannot reach node 0" in line and "firewall" in line
     assert "node 1 never arrived" in " ".join(fail_lines(runs[0]))
 
 
-def test_a_wrong_master_address_on_node_1_is_named(waited):
-    runs = waited_failure(waited, "wrong master")
+def test_a_wrong_master_address_on_node_1_is_named(projects, tmp_path):
+    nodes = [Node(hosts.HostConfig("node0")),
+             Node(hosts.HostConfig("node1"), env={"MASTER_ADDR": f"{hosts.SUBNET}.9"})]  # fmt: skip
+    runs = failing(projects, tmp_path, nodes)
     [line] = fail_lines(runs[1])
     assert f"{hosts.SUBNET}.9:{PORT}" in line and "MASTER_ADDR" in line
 
 
 @pytest.mark.parametrize("rdzv", ["c10d", "static"])
-def test_node_0_never_started_is_named(waited, rdzv):
-    runs = waited_failure(waited, f"node 0 never started, {rdzv}")
-    assert runs[0].returncode is None  # never started
+def test_node_0_never_started_is_named(projects, tmp_path, rdzv):
+    nodes = [Node(hosts.HostConfig("node0"), started=False), Node(hosts.HostConfig("node1"))]
+    runs = failing(projects, tmp_path, nodes, rdzv)
     [line] = fail_lines(runs[1])
     assert "nothing listens there: start node 0" in line
 
@@ -256,9 +185,14 @@ def test_nnodes_that_differ_on_one_node_are_named(projects, tmp_path):
     assert any("nnodes differs (node 0 2, node 1 3)" in line for line in fail_lines(runs[0]))
 
 
-def test_genie_smoke_names_a_firewall_within_30_s(waited):
-    result, seconds = waited[1]
-    assert seconds < DEFAULT_WAIT + MARGIN
+def test_genie_smoke_names_a_firewall_within_30_s(projects):
+    spec = build_spec({"name": "p", "nodes": 2, "master_addr": MASTER, "gpus_per_node": 0},
+                      hosts_machine())  # fmt: skip
+    configs = [hosts.HostConfig("node0", drop_tcp_port=29500), hosts.HostConfig("node1")]
+    started = time.monotonic()
+    options = RunOptions(hosts_machine(), timeout=120)
+    result = smoke_nodes.run(spec, projects["c10d"], options, hosts=configs)
+    assert time.monotonic() - started < DEFAULT_WAIT + MARGIN
     assert not result.passed
     assert any("preflight: node 1 cannot reach node 0" in p for p in result.problems)
 
