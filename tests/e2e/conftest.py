@@ -48,6 +48,13 @@ def count_preparations(project: Path) -> None:
     path.write_text(source.replace(PREPARE_ANCHOR, PREPARE_ANCHOR + COUNT_PREPARE))
 
 
+# The separate hosts' tests and the test SLURM's mostly wait (a node started late, timeouts,
+# the queue). In one group they run one after another on one xdist worker while the other
+# computes; as two groups (among the largest, so handed out first) both workers waited at
+# once at the start of a run.
+WAITING_GROUP = pytest.mark.xdist_group("hosts-and-slurm")
+
+
 def combo_group(combo: str) -> pytest.MarkDecorator:
     """The xdist group of the tests that share ``combo_runs(combo)``."""
     return pytest.mark.xdist_group(f"combo-{combo}")

@@ -25,10 +25,10 @@ from genie.smoke.torchrun_output import strip_prefixes
 from genie.spec import build_spec
 
 from ..conftest import run_genie
-from .conftest import count_preparations
+from .conftest import WAITING_GROUP, count_preparations
 from .hosts import MASTER, PORT, Node, copies, need_hosts, report_line, run_nodes
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("hosts")]
+pytestmark = [pytest.mark.e2e, WAITING_GROUP]
 PREFLIGHT = "GENIE_PREFLIGHT "
 # Seconds: a node that never arrives is named after PREFLIGHT_WAIT (27 by default), plus the
 # time two Python processes take to import torch on a loaded machine.

@@ -16,10 +16,12 @@ import pytest
 
 from .. import slurm_cluster
 from ..conftest import run_genie
+from .conftest import WAITING_GROUP
 from .test_smoke_e2e import CPU_ENV, inject, report_of
 
-# One SLURM for all of them: the same xdist worker (pytest --dist loadgroup).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm")]
+# One SLURM for all of them: the same xdist worker (pytest --dist loadgroup), with the
+# separate hosts' tests (WAITING_GROUP).
+pytestmark = [pytest.mark.e2e, WAITING_GROUP]
 SLURM_PROJECT = ("--gpus-per-node", "0", "--nproc-per-node", "2", "--scheduler", "slurm")
 
 
