@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from genie.detect import Machine  # noqa: E402
+from genie.generate import archive as base  # noqa: E402
 from genie.generate import write  # noqa: E402
 from genie.spec import build_spec  # noqa: E402
-from genie.upgrade import base  # noqa: E402
 from tests.upgrade_corpus import EDITS, SPEC, collide, older_templates, render_with  # noqa: E402
 
 MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")

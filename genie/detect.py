@@ -9,9 +9,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
+
+from genie.i18n import _
+
+RESOLVE_TIMEOUT = 5.0  # seconds a name lookup may take before it counts as unanswered
 
 
 @dataclass(frozen=True)
@@ -59,10 +64,30 @@ def installed_torch() -> str | None:
         return None
 
 
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT) -> list[str] | str:
+    """The IPv4/IPv6 addresses of ``host``, or why it does not resolve. A daemon thread keeps
+    a stuck resolver from hanging doctor."""
+    found: list[str | BaseException] = []
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            found.extend(dict.fromkeys(str(i[4][0]) for i in infos))
+        except OSError as err:
+            found.append(err)
+
+    worker = threading.Thread(target=look_up, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return _("no answer from the resolver within {t:.0f} s").format(t=timeout)
+    if found and isinstance(found[0], BaseException):
+        return str(found[0])
+    return [str(a) for a in found]
+
+
 @functools.lru_cache(maxsize=1)
 def machine() -> Machine:
-    from genie.doctor.network import resolve
-
     hostname = socket.gethostname()
     addresses = resolve(hostname)
     return Machine(

@@ -87,8 +87,6 @@ def files(target: str, described: list[tuple[str, str]]) -> None:
 def commands(target: str, cmds: list[Command]) -> None:
     import shlex
 
-    from genie.generate.launch import shell_join
-
     # quoted: pasted into a shell; soft_wrap: never broken into two lines, at any width
     console().print(
         "\n" + _("Launch (cd {d}):").format(d=shlex.quote(target)),
@@ -98,7 +96,7 @@ def commands(target: str, cmds: list[Command]) -> None:
     )
     for c in cmds:
         console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True, soft_wrap=True)
-        console().print(f"    {shell_join(c.argv)}", markup=False, style="dim", soft_wrap=True)
+        console().print(f"    {c.shell}", markup=False, style="dim", soft_wrap=True)
 
 
 def stream(line: str) -> None:

@@ -90,17 +90,100 @@ def test_the_cycle_check_can_fail():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
-def test_packages_import_their_stages_downstream_only():
-    """A smoke runner never builds files, generation never runs a smoke test, and nothing
-    below the CLI imports it."""
-    edges = graph()
-    for name, targets in edges.items():
-        if not name.startswith(("genie.cli", "genie.__main__")):
-            assert not {t for t in targets if t.startswith("genie.cli")}, name
-        if name.startswith("genie.generate"):
-            assert {t for t in targets if t.startswith("genie.smoke")} <= {"genie.smoke.contract"}
-        if name.startswith(("genie.spec", "genie.generate")):
-            assert not {t for t in targets if t.startswith(("genie.doctor", "genie.convert"))}
+# genie's stages from the bottom up. A module imports only from the layers below its own
+# (and from its own stage): stages side by side in one layer never import each other, and
+# nothing imports upwards, so the smoke runner never builds files, generation never runs a
+# smoke test, and nothing below the CLI imports it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("genie", "genie.cjk"),  # the package itself holds only __version__
+    ("genie.i18n",),
+    ("genie.errors", "genie.scratch", "genie.contract", "genie.registry", "genie.detect"),
+    ("genie.compat",),
+    ("genie.spec",),
+    ("genie.ui", "genie.wizard"),
+    ("genie.generate",),
+    ("genie.upgrade",),
+    ("genie.smoke",),
+    ("genie.doctor",),
+    ("genie.convert",),
+    ("genie.cli",),
+    ("genie.__main__",),
+)
+
+
+def stage(module: str) -> str:
+    """The stage a module belongs to: its subpackage under genie, or the module itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Every import of a stage not below the importer's own layer, as 'a -> b'."""
+    layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+    found = []
+    for name, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            here, there = stage(name), stage(target)
+            if here != there and layer[there] >= layer[here]:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_every_stage_has_a_layer():
+    assert {stage(name) for name in modules()} == {s for names in LAYERS for s in names}
+
+
+def test_stages_import_only_the_layers_below_them():
+    assert upward_imports(graph()) == []
+
+
+def test_the_layer_check_can_fail():
+    edges = {"genie.spec.build": {"genie.smoke.plan"}, "genie.smoke.plan": {"genie.spec"}}
+    assert upward_imports(edges) == ["genie.spec.build -> genie.smoke.plan"]
+    # side by side in one layer is not below either
+    assert upward_imports({"genie.ui": {"genie.wizard"}}) == ["genie.ui -> genie.wizard"]
+
+
+# Where genie may end its own process: cli.main, the one place an error becomes a message
+# and an exit status, and the convert probe, which runs a user's script as a program of its
+# own (``python -m genie.convert.probe``) and exits with that script's status.
+EXITS_ALLOWED = {"genie.cli", "genie.convert.probe"}
+
+
+def exits(source: str) -> list[str]:
+    """Each place ``source`` ends the process or sets an exit status by number."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+            "sys.exit",
+            "exit",
+            "os._exit",
+        ):
+            found.append(f"{ast.unparse(node.func)} at line {node.lineno}")
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            if ast.unparse(node.exc).startswith("SystemExit"):
+                found.append(f"raise SystemExit at line {node.lineno}")
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "exit_code":
+            if isinstance(node.value, ast.Constant):
+                found.append(f"exit_code = {node.value.value} at line {node.lineno}")
+    return sorted(found)
+
+
+def test_only_the_cli_ends_genie_with_the_statuses_of_errors_py():
+    found = {
+        name: exits(path.read_text())
+        for name, path in modules().items()
+        if name not in EXITS_ALLOWED | {"genie.errors"}
+    }
+    assert {name: where for name, where in found.items() if where} == {}
+
+
+def test_the_exit_check_can_fail():
+    source = "import sys\nclass E:\n    exit_code = 3\ndef f():\n    sys.exit(1)\n    raise SystemExit(2)\n"
+    assert sorted(exits(source)) == [
+        "exit_code = 3 at line 3",
+        "raise SystemExit at line 6",
+        "sys.exit at line 5",
+    ]
 
 
 def test_every_module_is_small():

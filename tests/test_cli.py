@@ -177,13 +177,13 @@ def test_launch_commands_and_file_list_are_never_broken_at_60_columns(tmp_path):
 def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
     tmp_path, monkeypatch, capsys
 ):
-    from genie import cli
-    from genie.cli import new
+    from genie import cli, errors
+    from genie.smoke import command
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(new, "run_smoke", interrupted)
+    monkeypatch.setattr(command, "run_smoke", interrupted)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["new", str(tmp_path / "proj"), "--yes"])
     assert exit_.value.code == 130
@@ -191,7 +191,7 @@ def test_declined_is_1_and_ctrl_c_during_the_smoke_says_the_project_was_written(
     assert "smoke test interrupted; the project was written to" in err
     assert "genie smoke" in err and "nothing written" not in err
     assert (tmp_path / "proj" / "train.py").is_file()
-    assert new.DECLINED == 1
+    assert errors.Declined.exit_code == 1
 
 
 def test_smoke_says_packages_are_missing_before_announcing_a_run(tmp_path, monkeypatch, capsys):

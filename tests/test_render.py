@@ -12,10 +12,9 @@ import black
 import pytest
 
 from genie.errors import GenieError
-from genie.generate import catalogue, engine, launch, write
+from genie.generate import archive, catalogue, engine, launch, write
 from genie.spec import build_spec
 from genie.spec.answers import ANSWERS_FILE
-from genie.upgrade import base
 
 from .conftest import ROOT, project_code, tree
 from .variants import VARIANTS
@@ -214,7 +213,7 @@ def test_golden_snapshot(rendered, variant):
     """
     folder = GOLDEN / variant
     # the base archive is binary: checked against the other files instead of kept here
-    files = {path: data for path, data in rendered[variant].items() if path != base.ARCHIVE}
+    files = {path: data for path, data in rendered[variant].items() if path != archive.ARCHIVE}
     if os.environ.get("GENIE_UPDATE_GOLDEN"):
         import shutil
 
@@ -226,10 +225,10 @@ def test_golden_snapshot(rendered, variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_base_archive_holds_every_file_genie_wrote_but_its_answers(rendered, variant):
     files = dict(rendered[variant])
-    kept = base.unpack(files.pop(base.ARCHIVE))
+    kept = archive.unpack(files.pop(archive.ARCHIVE))
     del files[ANSWERS_FILE]  # genie upgrade writes it afresh from the answers
     assert kept == files
-    assert base.pack(kept) == rendered[variant][base.ARCHIVE]  # the same bytes every time
+    assert archive.pack(kept) == rendered[variant][archive.ARCHIVE]  # the same bytes every time
 
 
 # ---------------------------------------------------------------- writing safely

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from genie.smoke import contract, local, runner, verdict
+from genie import contract
+from genie.smoke import local, runner, verdict
 from genie.spec import build_spec
 
 GOOD = {

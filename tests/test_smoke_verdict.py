@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from genie.smoke import contract, local, verdict
+from genie import contract
+from genie.smoke import local, verdict
 from genie.smoke import process as smoke_process
 from genie.spec import build_spec
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from genie.detect import Machine
+from genie.generate import archive as base
 from genie.generate import write
 from genie.spec import build_spec
 from genie.spec.answers import ANSWERS_FILE
-from genie.upgrade import apply, base, prepare
+from genie.upgrade import apply, prepare
 
 from .conftest import GENIE, ROOT, run_genie, tree
 from .upgrade_corpus import EDITS, SPEC, Edit, collide, older_templates, render_with

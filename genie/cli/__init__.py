@@ -13,7 +13,7 @@ import click
 # Each command module registers its command on the group as it is imported.
 from genie.cli import convert, doctor, explain, new, smoke, upgrade  # noqa: F401
 from genie.cli.group import cli
-from genie.errors import GenieError
+from genie.errors import BAD_INPUT, INTERRUPTED, GenieError
 from genie.i18n import _
 
 __all__ = ["cli", "main"]
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort as err:
         # click turns KeyboardInterrupt and EOFError into Abort; the cause tells them apart.
         if isinstance(err.__cause__, EOFError):
-            _fail(_("no more input; answer every question, or pass --yes and flags"), 130)
-        _fail(_("interrupted; nothing written"), 130)
+            _fail(_("no more input; answer every question, or pass --yes and flags"), INTERRUPTED)
+        _fail(_("interrupted; nothing written"), INTERRUPTED)
     except click.ClickException as err:
         if isinstance(err, click.NoSuchOption) and err.option_name == "--lang":
             name = err.ctx.info_name if err.ctx else "new"
@@ -40,16 +40,16 @@ def main(argv: list[str] | None = None) -> None:
                     "--lang is genie's own option: put it before the command, e.g. "
                     "genie --lang zh {c} ..."
                 ).format(c=name),
-                2,
+                BAD_INPUT,
             )
         if isinstance(err, click.NoSuchOption):
             _suggest(err)
         err.show()
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
-        _fail(_("interrupted; nothing written"), 130)
+        _fail(_("interrupted; nothing written"), INTERRUPTED)
     except GenieError as err:
-        _fail(str(err), err.exit_code)
+        _fail(str(err), err.exit_code, shown_as=err.shown_as)
 
 
 def _suggest(err: click.NoSuchOption) -> None:
@@ -67,8 +67,10 @@ def _suggest(err: click.NoSuchOption) -> None:
         err.possibilities = list(dict.fromkeys(found))[:3]  # type: ignore[misc]
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, shown_as: str = "error") -> None:
+    """The one way genie ends with a non-zero status: the message (if any), then exit."""
     from genie import ui
 
-    ui.error(message)
+    if message:
+        (ui.info if shown_as == "info" else ui.error)(message)
     sys.exit(code)

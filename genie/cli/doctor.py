@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from genie.cli.group import cli
-from genie.errors import GenieError
 from genie.i18n import _
 
 
@@ -48,21 +46,13 @@ def doctor(
     python: str | None,
     as_json: bool,
 ) -> None:
-    from genie import doctor as checks
-    from genie import ui
-    from genie.spec.project import load_project
+    from genie.doctor import command
 
-    ctx = checks.Context(master_addr=master_addr, master_port=master_port, reach=reach)
-    ctx.python = python or sys.executable
-    if project_dir is not None:
-        ctx.spec, ctx.project_dir = load_project(project_dir), project_dir.absolute()
-    if reach and ctx.addr is None:
-        raise GenieError(_("--reach needs --master-addr, or a multi-node --project"))
-    results = checks.run(ctx)
-    if as_json:
-        import json
-
-        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
-    else:
-        ui.doctor(results)
-    checks.ensure_passed(results)
+    command.doctor(
+        project_dir,
+        master_addr=master_addr,
+        master_port=master_port,
+        reach=reach,
+        python=python,
+        as_json=as_json,
+    )

@@ -3,25 +3,14 @@ launch commands -> smoke test."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from genie.cli.group import cli
 from genie.cli.options import field_options, smoke_after_options
-from genie.cli.smoke import run_smoke
-from genie.errors import Aborted, GenieError
 from genie.i18n import _
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from genie.detect import Machine
-    from genie.spec import Spec
-
-DECLINED = 1  # exit status when the user cancels at the summary (Ctrl-C is 130)
 
 
 @cli.command(
@@ -63,46 +52,11 @@ def new(
     smoke_timeout: float,
     **flags: Any,
 ) -> None:
-    from genie import detect, ui
-    from genie.generate import catalogue, engine, launch, write
-    from genie.spec.answers import Layers
+    from genie.generate import command
+    from genie.smoke.command import after_writing
 
-    target = directory.absolute()
-    write.check_target(target, force)  # before any question is asked
-    raw = Layers.gather(flags, answers_file, inferred={"name": target.name}).merged()
-    machine = detect.machine()
-    project = _spec(raw, machine, ask=not yes)
-    write.write_project(target, engine.render(project), force=force)
-    ui.files(str(directory), catalogue.project_files(project))
-    ui.commands(str(directory), launch.commands(project))
+    written = command.new(directory, flags, answers_file=answers_file, ask=not yes, force=force)
     if run_smoke_after:
-        try:
-            run_smoke(project, target, machine, smoke_timeout, asked=False)
-        except KeyboardInterrupt:
-            raise Aborted(
-                _(
-                    "smoke test interrupted; the project was written to {d}: "
-                    "run `genie smoke {d}` to test it"
-                ).format(d=directory)
-            ) from None
-
-
-def _spec(raw: Mapping[str, Any], machine: Machine, ask: bool) -> Spec:
-    """The Spec from the answers given, the wizard asking for the rest (or, with --yes, the
-    defaults); the summary shown either way. Cancelling exits with DECLINED."""
-    from genie import ui
-    from genie.spec import build_spec
-
-    if not ask:
-        project = build_spec(raw, machine)
-        ui.summary(project, machine)
-        return project
-    if not sys.stdin.isatty():
-        raise GenieError(_("no terminal to ask questions in; pass --yes (and flags or --answers)"))
-    from genie import wizard
-
-    chosen = wizard.run(raw, machine, show=lambda s: ui.summary(s, machine))
-    if chosen is None:
-        ui.info(_("Cancelled: nothing written."))
-        sys.exit(DECLINED)
-    return chosen
+        after_writing(
+            written.spec, written.target, written.machine, smoke_timeout, shown=str(directory)
+        )

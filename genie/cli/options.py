@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from genie import contract
 from genie.compat import NEWEST
 from genie.i18n import _
-from genie.smoke import contract
 from genie.spec.fields import Field
 from genie.spec.questions import FIELDS
 

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from genie import scratch
+from genie import contract, scratch
 from genie.convert import probe
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import contract, process
+from genie.smoke import process
 from genie.smoke.plan import SmokePlan, SmokeResult
 
 

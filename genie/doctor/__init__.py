@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from genie.doctor import collective, hostname, machine, network, project, system
 from genie.doctor.base import Check, Context, Result
-from genie.errors import GenieError
+from genie.errors import CheckFailed
 from genie.i18n import _, ngettext
 
-__all__ = ["CHECKS", "Context", "DoctorFailed", "Result", "run", "failed"]
+__all__ = ["CHECKS", "Context", "Result", "run", "failed"]
 
 # In the order they are printed.
 CHECKS: tuple[Check, ...] = (
@@ -39,12 +39,6 @@ CHECKS: tuple[Check, ...] = (
     project.processes,
     collective.collective,
 )
-
-
-class DoctorFailed(GenieError):
-    """At least one check failed (``genie doctor`` exits 1)."""
-
-    exit_code = 1
 
 
 def run(ctx: Context, checks: tuple[Check, ...] = CHECKS) -> list[Result]:
@@ -74,10 +68,10 @@ def failed(results: list[Result]) -> list[Result]:
 
 
 def ensure_passed(results: list[Result]) -> None:
-    """Raise :class:`DoctorFailed` (exit 1) naming the failed checks, if any."""
+    """Raise :class:`~genie.errors.CheckFailed` naming the failed checks, if any."""
     bad = failed(results)
     if bad:
-        raise DoctorFailed(
+        raise CheckFailed(
             ngettext("{n} check failed: {ids}", "{n} checks failed: {ids}", len(bad)).format(
                 n=len(bad), ids=", ".join(r.id for r in bad)
             )

@@ -5,14 +5,13 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from genie.detect import resolve
 from genie.doctor.base import Context, Result, Status
 from genie.i18n import _
 
-RESOLVE_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 3.0
 # Interfaces a rendezvous should not use: container bridges, virtual pairs, tunnels.
 VIRTUAL = re.compile(r"^(docker|br-|veth|virbr|cni|flannel|cali|vxlan|tun|tap|lxc|podman|ifb)")
@@ -52,28 +51,6 @@ def master_port(ctx: Context) -> Result:
             ),
         )
     return Result("master_port", "pass", _("port {p} is free").format(p=ctx.port))
-
-
-def resolve(host: str, timeout: float = RESOLVE_TIMEOUT) -> list[str] | str:
-    """The IPv4/IPv6 addresses of ``host``, or why it does not resolve. A daemon thread keeps
-    a stuck resolver from hanging doctor."""
-    found: list[str | BaseException] = []
-
-    def look_up() -> None:
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-            found.extend(dict.fromkeys(str(i[4][0]) for i in infos))
-        except OSError as err:
-            found.append(err)
-
-    worker = threading.Thread(target=look_up, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        return _("no answer from the resolver within {t:.0f} s").format(t=timeout)
-    if found and isinstance(found[0], BaseException):
-        return str(found[0])
-    return [str(a) for a in found]
 
 
 def master_addr(ctx: Context) -> Result:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from genie.generate.archive import ARCHIVE
 from genie.generate.launch import needs_network_script
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS, MODULES, Module
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE
-from genie.upgrade.base import ARCHIVE
 
 EXECUTABLE = ("launch/single_node.sh", "launch/multi_node.sh", "launch/slurm.sbatch")
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from genie import __version__, compat
+from genie import __version__, compat, contract
 from genie.generate import launch, manifests
 from genie.generate.catalogue import framework_title, project_files
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS, TASKS
-from genie.smoke import contract
 from genie.spec import Spec
 
 
@@ -73,7 +72,7 @@ def _texts(spec: Spec, tr: Translations) -> dict[str, Any]:
             else None
         ),
         "commands": [
-            {"where": c.where, "script": c.script, "shell": launch.shell_join(c.argv)}
+            {"where": c.where, "script": c.script, "shell": c.shell}
             for c in launch.commands(spec, tr)
         ],
         "files": project_files(spec, tr),

@@ -14,12 +14,12 @@ import shutil
 from pathlib import Path
 
 from genie import scratch
+from genie.generate import archive
 from genie.generate.catalogue import project_files, project_modules
 from genie.generate.context import context
 from genie.generate.pause import pause_point
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE, dump_answers
-from genie.upgrade import base
 
 
 def template_root() -> Path:
@@ -50,7 +50,7 @@ def render(spec: Spec) -> dict[str, bytes]:
     """Render the project in memory: relative path -> content, formatted and ready to write."""
     from cookiecutter.main import cookiecutter
 
-    records = (ANSWERS_FILE, base.ARCHIVE)  # genie's own, written below
+    records = (ANSWERS_FILE, archive.ARCHIVE)  # genie's own, written below
     wanted = [path for path, _what in project_files(spec) if path not in records]
     files: dict[str, bytes] = {}
     with scratch.directory("render") as tmp:
@@ -73,9 +73,9 @@ def render(spec: Spec) -> dict[str, bytes]:
             files[path] = text.encode("utf-8")
     # what genie wrote, for a later ``genie upgrade`` to merge against (not the answers file:
     # an upgrade writes that one afresh)
-    archive = base.pack(files)
+    packed = archive.pack(files)
     files[ANSWERS_FILE] = dump_answers(spec).encode("utf-8") + _hashes(files)
-    files[base.ARCHIVE] = archive
+    files[archive.ARCHIVE] = packed
     return files
 
 

@@ -22,6 +22,11 @@ class Command:
     script: str  # the launch script call, e.g. "bash launch/multi_node.sh 1"
     argv: tuple[str, ...]  # what the script executes
 
+    @property
+    def shell(self) -> str:
+        """What the script executes, as one line to paste into bash."""
+        return shell_join(self.argv)
+
 
 # torchrun flags are spelled with underscores: the only spelling torch 1.x knows.
 

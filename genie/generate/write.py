@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from genie.errors import GenieError
+from genie.generate.archive import ARCHIVE
 from genie.generate.catalogue import EXECUTABLE
 from genie.generate.pause import pause_point
 from genie.i18n import _
 from genie.spec.answers import ANSWERS_FILE, load_answers
-from genie.upgrade.base import ARCHIVE
 
 STAGING_PREFIX = ".{name}.genie-"
 

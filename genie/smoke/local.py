@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from genie import compat, scratch
+from genie import compat, contract, scratch
 from genie.detect import Machine
 from genie.generate import launch
 from genie.i18n import _
 from genie.registry import FRAMEWORKS
-from genie.smoke import contract, process
+from genie.smoke import process
 from genie.smoke.plan import RunOptions, SmokePlan, SmokeResult, cpu_precision, run_env, train_args
 from genie.smoke.verdict import failed_rank, hung_rank, judge, parse_reports
 from genie.spec import Spec

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from genie import scratch
+from genie import contract, scratch
 from genie.detect import Machine
 from genie.i18n import _
-from genie.smoke import contract, preflight, process
 from genie.smoke import hosts as host_network
+from genie.smoke import preflight, process
 from genie.smoke.hosts import Host, HostConfig
 from genie.smoke.plan import (
     NodeRun,

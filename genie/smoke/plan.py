@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from genie import contract
 from genie.i18n import _
-from genie.smoke import contract
 
 if TYPE_CHECKING:
     from genie.detect import Machine

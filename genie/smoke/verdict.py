@@ -7,8 +7,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from genie import contract
 from genie.i18n import _, ngettext
-from genie.smoke import contract
 from genie.smoke.torchrun_output import failures, main_stacks, unprefix
 
 if TYPE_CHECKING:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from genie import compat, i18n
+from genie import compat, contract, i18n
 from genie.detect import Machine
 from genie.i18n import _
 from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
-from genie.smoke import contract
 from genie.spec.fields import (
     Answers,
     Field,

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from genie.errors import GenieError
+from genie.generate import archive
 from genie.i18n import _
 from genie.spec.answers import ANSWERS_FILE, load_answers
-from genie.upgrade import base
 from genie.upgrade.plan import Step, plan
 
 # Answers an upgrade may not change: a new framework or task is a new project.
@@ -53,9 +53,9 @@ def prepare(directory: Path, new_files: dict[str, bytes]) -> Upgrade:
     """The plan that takes the project in ``directory`` to ``new_files`` (genie's rendering
     today), keeping the user's edits."""
     theirs = dict(new_files)
-    records = {path: theirs.pop(path) for path in (ANSWERS_FILE, base.ARCHIVE)}
-    archive = directory / base.ARCHIVE
-    kept = base.unpack(archive.read_bytes(), base.ARCHIVE) if archive.is_file() else None
+    records = {path: theirs.pop(path) for path in (ANSWERS_FILE, archive.ARCHIVE)}
+    stored = directory / archive.ARCHIVE
+    kept = archive.unpack(stored.read_bytes(), archive.ARCHIVE) if stored.is_file() else None
     recorded = _recorded_hashes(directory)
     paths = set(theirs) | set(kept if kept is not None else recorded)
     ours = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from genie.smoke import contract
+from genie import contract
 
 from ..conftest import run_genie
 from .conftest import combo_group, elastic_group

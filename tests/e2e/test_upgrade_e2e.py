@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from genie.detect import Machine
-from genie.generate import write
+from genie.generate import archive, write
 from genie.spec import build_spec
-from genie.upgrade import base
 
 from ..conftest import ROOT, project_code, run_genie, tree
 from ..test_generated_rules import LOCAL_DEVICES, calls, stranded_comments
@@ -41,7 +40,7 @@ def upgrade_and_smoke(target: Path, *flags: str) -> str:
 def test_every_edit_outside_genies_changes_upgrades_together_and_trains(tmp_path):
     spec = build_spec(SPEC, MACHINE)
     old = render_with(older_templates(tmp_path / "older"), spec)
-    records = {p: d for p, d in old.items() if p in (".genie.yml", base.ARCHIVE)}
+    records = {p: d for p, d in old.items() if p in (".genie.yml", archive.ARCHIVE)}
     mine = {p: d for p, d in old.items() if p not in records}
     clean = [e for e in EDITS if not e.conflicts and e.name != "a deleted file genie changed"]
     for edit in clean:
@@ -59,8 +58,8 @@ def test_every_edit_outside_genies_changes_upgrades_together_and_trains(tmp_path
 def test_a_project_from_a_real_earlier_genie_keeps_its_edits_and_trains(tmp_path):
     """Kept as test data: the default project as genie wrote it before the long-runs work
     (f9c2434), with the base archive that genie would have kept."""
-    files = base.unpack(EARLIER.read_bytes())
-    files[base.ARCHIVE] = base.pack({p: d for p, d in files.items() if p != ".genie.yml"})
+    files = archive.unpack(EARLIER.read_bytes())
+    files[archive.ARCHIVE] = archive.pack({p: d for p, d in files.items() if p != ".genie.yml"})
     edits = [
         ("model.py", "hidden: int = 256", "hidden: int = 512"),
         ("config.py", '"--weight-decay", type=float, default=0.01', '"--weight-decay", type=float, default=0.05'),  # fmt: skip

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from genie.errors import GenieError
-from genie.upgrade.base import pack, unpack
+from genie.generate.archive import pack, unpack
 
 FILES = {"train.py": b"print('hi')\n", "launch/single_node.sh": b"#!/bin/bash\n", "e": b""}
 
