@@ -12,16 +12,24 @@ from dataclasses import dataclass
 
 from genie.i18n import N_, _
 
+# Two kinds of text. What genie itself shows (a wizard choice's summary, a warning) is
+# translated here, with _(), into the language genie speaks: it is fixed before this module
+# is imported. What a generated project says (titles, file purposes) is only marked, with
+# N_(), and translated when the project is rendered, into its README's language
+# (--docs-lang), which need not be genie's.
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class Framework:
     key: str
-    summary: str  # one line for the wizard's choice list
-    title: str  # what trains the project, in words
+    summary: str  # one line for the wizard's choice list (genie's language)
+    title: str  # what trains the project, in words (the README's language)
     fsdp_title: str | None  # the same with --strategy fsdp; None: no FSDP
     wrapper: str  # what wraps the model in train.py, named in its comments
     packages: tuple[str, ...]  # import names besides torch (and the task's)
     modules: tuple[str, ...]  # its project modules (MODULES keys), in the order listed
+    # the checkpoint a run resumes from, as the README names it
+    last_checkpoint: str = "checkpoints/last.pt"
     torchrun: bool = True  # False: one plain Python process, no process group
     multi_node: bool = True  # False: one node only
     # True: a library's Trainer runs the loop, checkpoints and resumes (the templates then
@@ -51,7 +59,7 @@ class Framework:
         return ("ddp", "fsdp") if self.fsdp_title else ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Task:
     key: str
     summary: str
@@ -59,7 +67,7 @@ class Task:
     packages: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Module:
     """A module of the generated project besides train.py, model.py and data.py, rendered
     from its framework's frameworks/<key>/<name>.j2 where there is one, else from the shared
@@ -73,17 +81,24 @@ class Module:
 MODULES: dict[str, Module] = {
     m.name: m
     for m in (
-        Module("config.py", N_("command-line options and their defaults")),
-        Module("fsdp.py", N_("sharding the model with FSDP"), strategy="fsdp"),
-        Module("dist_utils.py", N_("process group, timeout, seeding, decisions all ranks share")),
+        Module(name="config.py", purpose=N_("command-line options and their defaults")),
+        Module(name="fsdp.py", purpose=N_("sharding the model with FSDP"), strategy="fsdp"),
         Module(
-            "checkpoint.py",
-            N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+            name="dist_utils.py",
+            purpose=N_("process group, timeout, seeding, decisions all ranks share"),
         ),
-        Module("optim.py", N_("optimizer, warmup + cosine LR schedule, loss scaler")),
-        Module("evaluation.py", N_("held-out split and validation exact across ranks")),
-        Module("tracking.py", N_("logging, progress and the experiment tracker (rank 0)")),
-        Module("smoke_check.py", N_("what genie reads to judge a --smoke run")),
+        Module(
+            name="checkpoint.py",
+            purpose=N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
+        ),
+        Module(name="optim.py", purpose=N_("optimizer, warmup + cosine LR schedule, loss scaler")),
+        Module(
+            name="evaluation.py", purpose=N_("held-out split and validation exact across ranks")
+        ),
+        Module(
+            name="tracking.py", purpose=N_("logging, progress and the experiment tracker (rank 0)")
+        ),
+        Module(name="smoke_check.py", purpose=N_("what genie reads to judge a --smoke run")),
     )
 }
 
@@ -100,22 +115,24 @@ FRAMEWORKS: dict[str, Framework] = {
     f.key: f
     for f in (
         Framework(
-            "ddp",
-            _("plain PyTorch DistributedDataParallel: one process per device, full control"),
-            N_("PyTorch DistributedDataParallel"),
-            N_("PyTorch FullyShardedDataParallel (FSDP)"),
-            "DDP",
-            (),
-            ("fsdp.py", "dist_utils.py", *_LOOP_MODULES),
+            key="ddp",
+            summary=_(
+                "plain PyTorch DistributedDataParallel: one process per device, full control"
+            ),
+            title=N_("PyTorch DistributedDataParallel"),
+            fsdp_title=N_("PyTorch FullyShardedDataParallel (FSDP)"),
+            wrapper="DDP",
+            packages=(),
+            modules=("fsdp.py", "dist_utils.py", *_LOOP_MODULES),
         ),
         Framework(
-            "lightning",
-            _("PyTorch Lightning Trainer with the DDP strategy"),
-            N_("PyTorch Lightning"),
-            N_("PyTorch Lightning (FSDP strategy)"),
-            "Lightning",
-            ("lightning",),
-            (
+            key="lightning",
+            summary=_("PyTorch Lightning Trainer with the DDP strategy"),
+            title=N_("PyTorch Lightning"),
+            fsdp_title=N_("PyTorch Lightning (FSDP strategy)"),
+            wrapper="Lightning",
+            packages=("lightning",),
+            modules=(
                 "config.py",
                 "dist_utils.py",
                 "optim.py",
@@ -123,6 +140,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 "tracking.py",
                 "smoke_check.py",
             ),
+            last_checkpoint="checkpoints/last.ckpt",
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
             fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
             trainer=True,
@@ -131,26 +149,27 @@ FRAMEWORKS: dict[str, Framework] = {
             fused_optimizer=False,
         ),
         Framework(
-            "hf",
-            _("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
-            N_("the Hugging Face Trainer"),
-            N_("the Hugging Face Trainer (FSDP)"),
-            "Trainer",
-            ("transformers", "accelerate"),
-            ("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
+            key="hf",
+            summary=_("Hugging Face Trainer (TrainingArguments, accelerate underneath)"),
+            title=N_("the Hugging Face Trainer"),
+            fsdp_title=N_("the Hugging Face Trainer (FSDP)"),
+            wrapper="Trainer",
+            packages=("transformers", "accelerate"),
+            modules=("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
+            last_checkpoint="checkpoints/checkpoint-N/",
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
             trainer=True,
             save_every=False,
         ),
         Framework(
-            "dp",
-            _("torch.nn.DataParallel: one process, one node; simplest but slowest"),
-            N_("torch.nn.DataParallel"),
-            None,
-            "DataParallel",
-            (),
-            _LOOP_MODULES,
+            key="dp",
+            summary=_("torch.nn.DataParallel: one process, one node; simplest but slowest"),
+            title=N_("torch.nn.DataParallel"),
+            fsdp_title=None,
+            wrapper="DataParallel",
+            packages=(),
+            modules=_LOOP_MODULES,
             torchrun=False,
             multi_node=False,
             warning=_(
@@ -166,22 +185,22 @@ TASKS: dict[str, Task] = {
     t.key: t
     for t in (
         Task(
-            "custom",
-            _("a small model and synthetic dataset with clear places to plug in your own"),
-            N_("a small model on synthetic data"),
-            (),
+            key="custom",
+            summary=_("a small model and synthetic dataset with clear places to plug in your own"),
+            title=N_("a small model on synthetic data"),
+            packages=(),
         ),
         Task(
-            "nlp",
-            _("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
-            N_("text classification (transformers)"),
-            ("transformers", "datasets"),
+            key="nlp",
+            summary=_("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
+            title=N_("text classification (transformers)"),
+            packages=("transformers", "datasets"),
         ),
         Task(
-            "cv",
-            _("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
-            N_("image classification (torchvision)"),
-            ("torchvision",),
+            key="cv",
+            summary=_("image classification with torchvision (ResNet, ImageFolder or CIFAR-10)"),
+            title=N_("image classification (torchvision)"),
+            packages=("torchvision",),
         ),
     )
 }

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from genie import compat
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
 from genie.i18n import _
@@ -122,16 +121,14 @@ def resolve(raw: Answers, machine: Machine, ask: Ask | None = None) -> dict[str,
 
 def default(field: Field, answers: Answers, machine: Machine) -> Any:
     """``field``'s default given the answers so far, held to the same rules as an answer:
-    when the plain default breaks one, the first value that does not (or, for Python, the
-    nearest version the chosen torch supports)."""
+    when the plain default breaks one, the field's nearest value that does not, else the first
+    allowed choice."""
     value = field.default(answers, machine)
     if value is None or problem_with(field, value, answers) is None:
         return value
-    if field.name == "python" and answers.get("torch"):
-        release = compat.release(str(answers["torch"]))
-        py = compat.parse_minor(str(value))
-        nearest = min(max(py, release.python_min), release.python_max)
-        return compat.format_minor(nearest)
+    nearest = field.nearest(value, answers) if field.nearest else None
+    if nearest is not None:
+        return nearest
     options = allowed(field, answers)
     return options[0] if options else value
 

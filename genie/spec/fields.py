@@ -46,6 +46,9 @@ class Field:
     marks: dict[str, str] | None = None  # shown next to a choice wherever it is listed
     not_applicable: str = _("only applies to multi-node projects (--nodes 2 or more)")
     optional: bool = False  # an empty answer means "not set" (None)
+    # when the plain default breaks a rule: the nearest value that keeps them (or None, then
+    # the first allowed choice is taken)
+    nearest: Callable[[Any, Answers], Any] | None = None
     # why this machine offers no default (the default is None here), for a run without the
     # wizard: (the value the default would have been, what to do instead)
     no_default: Callable[[Machine], tuple[str, str]] | None = None

@@ -50,6 +50,15 @@ def _default_torch(answers: Answers, machine: Machine) -> str:
     return compat.NEWEST
 
 
+def _nearest_python(python: str, answers: Answers) -> str | None:
+    """The Python version the chosen torch supports nearest to ``python``."""
+    if not answers.get("torch"):
+        return None
+    release = compat.release(str(answers["torch"]))
+    py = compat.parse_minor(str(python))
+    return compat.format_minor(min(max(py, release.python_min), release.python_max))
+
+
 def _default_nproc(answers: Answers, machine: Machine) -> int:
     return int(answers.get("gpus_per_node") or 0) or contract.CPU_PROCESSES
 
@@ -165,7 +174,7 @@ FIELDS: tuple[Field, ...] = (
         "python", str, _("Python version on the cluster?"),
         _("Decides which torch versions and features can work; defaults to this Python."),
         default=lambda answers, machine: machine.python, check=check_python,
-        normalize=normalize_minor,
+        normalize=normalize_minor, nearest=_nearest_python,
     ),
     Field(
         "task", str, _("Task?"),
