@@ -1,8 +1,9 @@
 """The registry's claim, tested: a framework is one registry entry plus its templates' folder.
 
-A throwaway framework "ddp2" (ddp's entry under another key, ddp's folder copied) must
-render exactly what ddp renders: any shared template that still names a framework, or any
-genie code that does, makes the two differ.
+A throwaway framework "ddp2" (ddp's entry under another key and other words, ddp's folder
+copied) must render exactly what ddp renders, with its own words where ddp's stand: any
+shared template that still names a framework, or reads a fact by the framework's key
+instead of from its entry, makes the two differ.
 """
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ from .conftest import ROOT
 TEMPLATES = ROOT / "templates" / "project" / "templates"
 
 
+# ddp2's entry differs from ddp's in a fact the README states: its README must state
+# ddp2's (a shared template that looked the fact up by framework key would state ddp's),
+# and every other file is ddp's.
+DDP2_FACTS = {"last_checkpoint": "checkpoints/LAST.pt"}
+
+
+def in_own_words(path: str, data: bytes) -> bytes:
+    """ddp's file as ddp2 must render it."""
+    if path != "README.md":
+        return data
+    return data.replace(b"`checkpoints/last.pt`", b"`checkpoints/LAST.pt`")
+
+
 @pytest.fixture
 def ddp2(tmp_path, monkeypatch):
     """Register "ddp2" and render from a template copy that has frameworks/ddp2/."""
@@ -32,7 +46,7 @@ def ddp2(tmp_path, monkeypatch):
     shutil.copytree(engine.template_root(), copy)
     shutil.copytree(copy / "templates" / "frameworks" / "ddp", copy / "templates/frameworks/ddp2")
     monkeypatch.setattr(engine, "template_root", lambda: copy)
-    entry = dataclasses.replace(registry.FRAMEWORKS["ddp"], key="ddp2")
+    entry = dataclasses.replace(registry.FRAMEWORKS["ddp"], key="ddp2", **DDP2_FACTS)
     monkeypatch.setitem(registry.FRAMEWORKS, "ddp2", entry)  # the dict every module reads
     # The field table copied the choices when it was built, at import time.
     fields = tuple(
@@ -58,10 +72,11 @@ def test_a_copied_framework_renders_what_its_original_renders(
     ddp = engine.render(build_spec({**answers, "framework": "ddp"}, cpu_machine))
     copy = engine.render(build_spec({**answers, "framework": ddp2}, cpu_machine))
     assert copy.keys() == ddp.keys()
-    assert [path for path in copy if copy[path] != ddp[path] and path != ".genie.yml"] == []
-    assert copy[".genie.yml"] == ddp[".genie.yml"].replace(
-        b'framework: "ddp"\n', b'framework: "ddp2"\n'
-    )  # the answers name the key; every file's hash is the same
+    records = (".genie.yml", ".genie/base.tar.gz")  # hashes and an archive of the files
+    differ = [p for p in copy if p not in records and copy[p] != in_own_words(p, ddp[p])]
+    assert differ == []
+    assert copy["README.md"] != ddp["README.md"]  # ddp2's fact is stated
+    assert b'framework: "ddp2"\n' in copy[".genie.yml"]
     for path, data in copy.items():
         if path.endswith(".py"):
             assert black.format_str(data.decode(), mode=black.Mode()) == data.decode(), path
@@ -74,9 +89,26 @@ def test_a_copied_framework_renders_what_its_original_renders(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# g.framework compared with a name (== "ddp", != "dp", in ("lightning", "hf")), or a table
-# looked up by it ({...}[g.framework]); "frameworks/" ~ g.framework ~ "/..." is a path
-NAMES_A_FRAMEWORK = re.compile(r"g\.framework\s*(==|!=|\bnot in\b|\bin\b)|\[\s*g\.framework\s*\]")
+# A framework named in a shared template: g.framework compared with a name (== "ddp",
+# in (...)) or used as a key ({...}[g.framework], fw.key), or a framework's key quoted
+# inside a Jinja tag ({"hf": ...}.get(...)); "frameworks/" ~ g.framework ~ "/..." is a path.
+# g.strategy == "ddp" is the strategy, not the framework.
+NAMES_A_FRAMEWORK = re.compile(
+    r"g\.framework\s*(==|!=|\bnot in\b|\bin\b)|\[\s*g\.framework\s*\]|\bfw\.key\b"
+    r"|[{][{%][^}]*(?<!strategy == )[\"'](" + "|".join(registry.FRAMEWORKS) + r")[\"'][^}]*[%}][}]"
+)
+
+
+def test_the_framework_check_can_fail():
+    for line in (
+        '{{ {"hf": "`checkpoint-N`"}.get(g.fw.key, "`last.pt`") }}',
+        "{% if g.framework == 'lightning' %}",
+        '{% if g.fw.key in ("dp",) %}',
+        "{{ names[g.framework] }}",
+    ):
+        assert NAMES_A_FRAMEWORK.search(line), line
+    for line in ('{% include "frameworks/" ~ g.framework ~ "/x.j2" %}', '{% if g.strategy == "ddp" %}'):
+        assert not NAMES_A_FRAMEWORK.search(line), line
 
 
 def test_no_template_outside_a_frameworks_folder_names_a_framework():

@@ -41,7 +41,7 @@ OLDER = [
         "# Pinned for torch {{ g.torch }} on Python {{ g.python }} (generated",
         "# Pinned for torch {{ g.torch }} (generated",
     ),
-    ("templates/readme/README.md.j2", "Run it after you change the code.", "Run it after each change."),  # fmt: skip
+    ("templates/readme/en.j2", "Run it after you change the code.", "Run it after each change."),  # fmt: skip
     (
         "templates/modules/checkpoint.py.j2",
         '    """Write a temp file in the same directory, fsync it, rename it over ``path``, and',

@@ -1,79 +1,143 @@
-"""Everything the templates see, computed once from the spec (pure)."""
+"""Everything the templates see, computed once from the spec (pure).
+
+The templates read it as ``g``: the spec's answers (``g.torch``, ``g.nodes``, ...) and the
+fields of :class:`Context`. Facts a template branches on are computed here, once, rather
+than spelled out as expressions in several templates.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from genie import __version__, compat, contract
 from genie.generate import launch, manifests
 from genie.generate.catalogue import framework_title, project_files
 from genie.i18n import Translations, translations
-from genie.registry import FRAMEWORKS, TASKS
+from genie.registry import FRAMEWORKS, TASKS, Framework
 from genie.spec import Spec
 
 
+@dataclass(frozen=True)
+class Words:
+    """What a README says in words, in one language."""
+
+    framework_title: str
+    task_title: str
+    fsdp_gpu_only: str | None  # why this project's FSDP cannot run on CPU, or None
+    commands: list[dict[str, str]]  # where, script, shell: one per machine that launches
+    files: list[tuple[str, str]]  # path, what it is for
+
+
+@dataclass(frozen=True)
+class Install:
+    cluster: str  # the cluster's torch and the rest
+    rest: str  # everything but torch, into an environment that has one
+
+
+@dataclass(frozen=True)
+class Launch:
+    single_node: str
+    multi_node: str | None
+    slurm: str
+    sbatch: list[str]
+    network: bool  # launch/network.sh finds each node's address and interface
+    srun_tasks: bool  # under SLURM, srun starts every process (no torchrun per node)
+
+
+@dataclass(frozen=True)
+class Context(Words):
+    """The templates' ``g``, besides the spec's answers; :func:`context` builds it."""
+
+    fw: Framework  # the framework's registry entry: what shared templates may branch on
+    genie_version: str
+    marker: str
+    features: dict[str, bool]  # what the chosen torch has (compat.FEATURES)
+    libs: dict[str, bool]  # what the pinned libraries have
+    fused_adamw: bool  # AdamW fused into one kernel per step on GPUs: torch and framework
+    requirements_torch: list[str]  # requirements-torch.txt: the cluster's torch
+    requirements: list[str]  # requirements.txt: the rest
+    install: Install
+    zh: Words | None  # the README's words in Chinese, with --docs-lang zh
+    wrapper: str  # what wraps the model, named in comments
+    world_size: int
+    global_batch: int
+    multi_node: bool
+    on_gpus: bool  # planned for GPUs (NCCL); False: CPU processes (gloo)
+    faulty_rank: int  # the rank the README's GENIE_FAULT examples fail (0 without torchrun)
+    has_optim_module: bool  # optim.py builds the optimizer (not the Trainer)
+    max_restarts: int
+    slurm_port_base: int
+    slurm_notice: int
+    cpus_per_process: int
+    launch: Launch
+    manifests: dict[str, str] | None  # the Kubernetes manifests' texts
+
+
 def context(spec: Spec) -> dict[str, Any]:
-    """Everything the templates see, computed once from the spec."""
+    """Everything the templates see: the spec's answers and :func:`build`'s fields, as the
+    plain mapping cookiecutter takes (and keeps in its replay file)."""
+    return {**asdict(spec), **asdict(build(spec))}  # answers that do not apply are None
+
+
+def build(spec: Spec) -> Context:
+    fw = FRAMEWORKS[spec.framework]
     torch_lines, rest = compat.split_torch(
         compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
     )
     features = compat.features(spec.torch)
-    return {
-        **asdict(spec),  # fields that do not apply are None
-        # the framework's registry entry: what shared templates may branch on (torchrun,
-        # trainer); what only one framework does lives in its templates' folder
-        "fw": asdict(FRAMEWORKS[spec.framework]),
-        "genie_version": __version__,
-        "marker": contract.MARKER,
-        "features": features,
-        # AdamW fused into one kernel per step on GPUs: the torch version and the framework
-        "fused_adamw": features["fused_adamw"] and FRAMEWORKS[spec.framework].fused_optimizer,
-        "libs": compat.library_features(spec.torch, spec.python),
-        # the cluster's torch in requirements-torch.txt, the rest in requirements.txt
-        "requirements_torch": torch_lines,
-        "requirements": rest,
-        "install": {
-            "cluster": compat.install_command(),
-            "rest": compat.install_command(torch=False),
-        },
-        **_texts(spec, translations("en")),  # README.md
-        "zh": _texts(spec, translations("zh")) if spec.docs_lang == "zh" else None,
-        "wrapper": "FSDP" if spec.strategy == "fsdp" else FRAMEWORKS[spec.framework].wrapper,
-        "world_size": spec.world_size,
-        "global_batch": spec.global_batch,
-        "max_restarts": launch.ELASTIC_MAX_RESTARTS,
-        "slurm_port_base": launch.SLURM_PORT_BASE,
-        "slurm_notice": launch.PREEMPTION_NOTICE,
-        "cpus_per_process": launch.cpus_per_process(spec),
-        "launch": {
-            "single_node": launch.shell_join(launch.single_node_args(spec)),
-            "multi_node": (
-                launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None
-            ),
-            "slurm": launch.shell_join(launch.slurm_args(spec)),
-            "sbatch": launch.sbatch_directives(spec),
-            "network": launch.needs_network_script(spec),
-            "srun_tasks": launch.slurm_uses_srun_tasks(spec),
-        },
-        "manifests": manifests.texts(spec) if spec.scheduler == "kubernetes" else None,
-    }
+    return Context(
+        **asdict(_words(spec, translations("en"))),  # README.md
+        fw=fw,
+        genie_version=__version__,
+        marker=contract.MARKER,
+        features=features,
+        libs=compat.library_features(spec.torch, spec.python),
+        fused_adamw=features["fused_adamw"] and fw.fused_optimizer,
+        requirements_torch=torch_lines,
+        requirements=rest,
+        install=Install(compat.install_command(), compat.install_command(torch=False)),
+        zh=_words(spec, translations("zh")) if spec.docs_lang == "zh" else None,
+        wrapper="FSDP" if spec.strategy == "fsdp" else fw.wrapper,
+        world_size=spec.world_size,
+        global_batch=spec.global_batch,
+        multi_node=spec.multi_node,
+        on_gpus=spec.gpus_per_node > 0,
+        faulty_rank=1 if fw.torchrun else 0,
+        has_optim_module="optim.py" in fw.modules,
+        max_restarts=launch.ELASTIC_MAX_RESTARTS,
+        slurm_port_base=launch.SLURM_PORT_BASE,
+        slurm_notice=launch.PREEMPTION_NOTICE,
+        cpus_per_process=launch.cpus_per_process(spec),
+        launch=_launch(spec),
+        manifests=manifests.texts(spec) if spec.scheduler == "kubernetes" else None,
+    )
 
 
-def _texts(spec: Spec, tr: Translations) -> dict[str, Any]:
+def _launch(spec: Spec) -> Launch:
+    return Launch(
+        single_node=launch.shell_join(launch.single_node_args(spec)),
+        multi_node=launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None,
+        slurm=launch.shell_join(launch.slurm_args(spec)),
+        sbatch=launch.sbatch_directives(spec),
+        network=launch.needs_network_script(spec),
+        srun_tasks=launch.slurm_uses_srun_tasks(spec),
+    )
+
+
+def _words(spec: Spec, tr: Translations) -> Words:
     """What a README says in words, in ``tr``'s language."""
-    return {
-        "framework_title": framework_title(spec, tr),
-        "task_title": tr.gettext(TASKS[spec.task].title),
-        # why this project's FSDP cannot run on CPU (its own tests skip there), or None
-        "fsdp_gpu_only": (
+    return Words(
+        framework_title=framework_title(spec, tr),
+        task_title=tr.gettext(TASKS[spec.task].title),
+        fsdp_gpu_only=(
             compat.fsdp_needs_gpus(spec.framework, spec.torch, tr)
             if spec.strategy == "fsdp"
             else None
         ),
-        "commands": [
+        commands=[
             {"where": c.where, "script": c.script, "shell": c.shell}
             for c in launch.commands(spec, tr)
         ],
-        "files": project_files(spec, tr),
-    }
+        files=project_files(spec, tr),
+    )
