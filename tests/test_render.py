@@ -76,6 +76,27 @@ def test_generated_project_passes_ruff_including_import_order(rendered, variant,
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_code_carries_no_formatter_markers(rendered, variant):
+    """Templates are shaped so that black formats them as written: a user never reads
+    the formatter's workaround in their own code."""
+    for path, data in rendered[variant].items():
+        for marker in (b"fmt: skip", b"fmt: off"):
+            assert marker not in data, (path, marker)
+
+
+@pytest.mark.parametrize("variant", ["cpu-default", "fsdp-ddp-custom", "dp-custom"])
+def test_train_py_reads_top_down_in_the_order_a_run_goes(rendered, variant):
+    """Setup, the loop, the step, saving, then the driver: train.py reads in one pass from
+    the top; genie's smoke harness is main()'s, never train()'s."""
+    tree = ast.parse(rendered[variant]["train.py"].decode())
+    functions = {n.name: i for i, n in enumerate(tree.body) if isinstance(n, ast.FunctionDef)}
+    order = ["build_loaders", "build_run", "fit", "train_epoch", "save", "train", "main"]
+    assert sorted(order, key=functions.__getitem__) == order
+    [train] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train"]
+    assert "smoke_check" not in ast.unparse(train)
+
+
 @pytest.mark.parametrize(
     ("variant", "scaler", "device_id", "compile_"),
     [
