@@ -13,7 +13,8 @@ import pytest
 from genie.generate import engine, write
 from genie.spec import build_spec
 
-from .test_generated_rules import GOLDEN, VARIANTS, calls, modules
+from . import goldens
+from .test_generated_rules import VARIANTS, calls, modules
 
 
 def project(tmp_path, machine, **answers):
@@ -97,18 +98,19 @@ def test_dataparallel_replicas_compute_in_bf16_in_threads_of_their_own(tmp_path,
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_barrier_goes_through_dist_utils_which_names_the_gpu_before_torch_2_3(variant):
-    for path in modules(variant):
+    project = goldens.files(variant)
+    for name, path in modules(variant).items():
         tree = ast.parse(path.read_text())
         for call in calls(tree, "dist.barrier"):
             owner = next(
                 f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
                 and f.lineno <= call.lineno <= (f.end_lineno or f.lineno)
             )  # fmt: skip
-            assert (path.name, owner) == ("dist_utils.py", "barrier"), f"{path}:{call.lineno}"
-    dist_utils = GOLDEN / variant / "dist_utils.py"
-    if not dist_utils.exists():
+            assert (name, owner) == ("dist_utils.py", "barrier"), f"{variant}/{name}:{call.lineno}"
+    dist_utils = project.get("dist_utils.py")
+    if dist_utils is None:
         return
-    requirements = (GOLDEN / variant / "requirements-torch.txt").read_text()
+    requirements = project["requirements-torch.txt"].read_text()
     old = any(f"torch>={v}," in requirements for v in ("1.13", "2.0", "2.1", "2.2"))
     named = [c for c in calls(ast.parse(dist_utils.read_text()), "dist.barrier") if c.keywords]
     assert bool(named) == old, variant

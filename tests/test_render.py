@@ -17,11 +17,9 @@ from genie.spec import build_spec
 from genie.spec.answers import ANSWERS_FILE
 from genie.upgrade import base
 
+from . import goldens
 from .conftest import ROOT, project_code, tree
 from .variants import VARIANTS
-
-GOLDEN = ROOT / "tests" / "golden"
-
 
 # One worker renders every variant once for all of this module's tests (about 15 s of CPU),
 # instead of each xdist worker rendering them all again.
@@ -206,21 +204,28 @@ def test_user_text_is_never_rendered_as_jinja(cpu_machine):
     assert readme.startswith("# {{ 7*7 }}\n")
 
 
+@pytest.fixture(scope="module")
+def golden(rendered) -> None:
+    """Under GENIE_UPDATE_GOLDEN=1, the goldens rewritten from what genie renders now."""
+    if os.environ.get("GENIE_UPDATE_GOLDEN"):
+        goldens.store({variant: snapshot(files) for variant, files in rendered.items()})
+
+
+def snapshot(files: dict[str, bytes]) -> dict[str, bytes]:
+    # the base archive is binary: checked against the other files instead of kept as a golden
+    return {path: data for path, data in files.items() if path != base.ARCHIVE}
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_golden_snapshot(rendered, variant):
-    """Every template change shows up here as a readable diff.
+def test_golden_snapshot(rendered, golden, variant):
+    """Every template change shows up here, and in git diff tests/golden, as a readable diff.
 
     Regenerate after an intended change: GENIE_UPDATE_GOLDEN=1 pytest tests/test_render.py
+    (tests/goldens.py says how the goldens are kept).
     """
-    folder = GOLDEN / variant
-    # the base archive is binary: checked against the other files instead of kept here
-    files = {path: data for path, data in rendered[variant].items() if path != base.ARCHIVE}
-    if os.environ.get("GENIE_UPDATE_GOLDEN"):
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
-        write.write_project(folder, files)
-    assert tree(folder) == files, "golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
+    problems = goldens.differences(variant, snapshot(rendered[variant]))
+    if problems:
+        pytest.fail("\n".join([*problems, f"an intended change? {goldens.UPDATE}"]), pytrace=False)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT
+from .. import goldens
 from .conftest import elastic_group
 from .test_smoke_e2e import generate
 
 pytestmark = pytest.mark.e2e
-GOLDEN = ROOT / "tests" / "golden"
 # genie writes the checkpoints itself in these (checkpoint.py); distributed and not
 WRITERS = ["cpu-default", "dp-custom"]
 
@@ -54,7 +53,7 @@ def save(project: Path, directory: Path, value: float, stall: bool) -> subproces
 def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_loadable(variant, tmp_path):
     import torch
 
-    project = GOLDEN / variant
+    project = goldens.unpack(variant, tmp_path / variant)
     ck = tmp_path / "ck"
     first = save(project, ck, 1.0, stall=False)
     assert first.communicate(timeout=120)[0].strip() == "SAVED"
@@ -109,8 +108,9 @@ else:
         ("foreign", "STOP --resume: ck/last.pt does not fit this model: it is not a checkpoint"),
     ],
 )  # fmt: skip
-def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said):
-    project = GOLDEN / "dp-custom"  # the check is the same code in every variant that has it
+def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said, tmp_path):
+    # the check is the same code in every variant that has it
+    project = goldens.unpack("dp-custom", tmp_path / "dp-custom")
     out = subprocess.run(
         [sys.executable, "-c", FITS, case], cwd=project, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(project)}, check=True,
