@@ -15,6 +15,7 @@ import difflib
 from pathlib import Path
 
 from genie.generate import write
+from genie.upgrade import base
 
 from .conftest import ROOT
 
@@ -26,6 +27,12 @@ HEADER = f"""\
 # stored under the name of the first variant that renders it.
 # Written by `{UPDATE}`; not edited by hand.
 """
+
+
+def kept(rendered: dict[str, bytes]) -> dict[str, bytes]:
+    """The files of a render the goldens keep: all but the base archive (binary, and checked
+    against the other files by test_render.py)."""
+    return {path: data for path, data in rendered.items() if path != base.ARCHIVE}
 
 
 def read_map(root: Path = GOLDEN) -> dict[str, dict[str, str]]:
@@ -46,6 +53,11 @@ def files(variant: str, root: Path = GOLDEN) -> dict[str, Path]:
     """The variant's files: its project path -> the stored file."""
     stored = read_map(root)[variant]
     return {path: root / FILES / path / stored[path] for path in sorted(stored)}
+
+
+def modules(variant: str, root: Path = GOLDEN) -> dict[str, Path]:
+    """The variant's Python modules: path in the project -> its golden file."""
+    return {path: f for path, f in files(variant, root).items() if path.endswith(".py")}
 
 
 def unpack(variant: str, target: Path, root: Path = GOLDEN) -> Path:

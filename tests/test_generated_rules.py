@@ -6,27 +6,15 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from pathlib import Path
 
 import pytest
 
 from . import goldens
+from .conftest import calls
+from .goldens import modules
 
 VARIANTS = goldens.variants()
 LOCAL_DEVICES = {"'cpu'", "device", "self.device", "run.device"}
-
-
-def modules(variant: str) -> dict[str, Path]:
-    """The variant's Python modules: path in the project -> its golden file."""
-    return {path: f for path, f in goldens.files(variant).items() if path.endswith(".py")}
-
-
-def calls(tree: ast.AST, name: str) -> list[ast.Call]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == name
-    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
