@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .conftest import free_port
+
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo", "scancel")
 SBIN = ("/usr/sbin", "/sbin")
 
@@ -18,12 +20,6 @@ SBIN = ("/usr/sbin", "/sbin")
 def missing() -> list[str]:
     path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
     return [tool for tool in DAEMONS if shutil.which(tool, path=path) is None]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def _memory_mb() -> int:
@@ -78,8 +74,8 @@ def start(root: Path, timeout: float = 60) -> Cluster:
     conf = root / "slurm.conf"
     conf.write_text(f"""ClusterName=genie
 SlurmctldHost={node}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge

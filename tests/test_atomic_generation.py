@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from genie import cli, wizard
+from genie import cli
 from genie.spec.answers import ANSWERS_FILE
 
-from .conftest import GENIE, run_genie, tree
+from .conftest import GENIE, run_genie, tree, wizard_raises
 
 
 def start_paused(cwd: Path, point: str, *args: str) -> subprocess.Popen:
@@ -130,14 +130,7 @@ def test_ctrl_c_while_writing_exits_130_and_writes_nothing(tmp_path):
 
 
 def test_ctrl_c_in_the_wizard_exits_130_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    def ask_then_interrupt(machine, **kwargs):
-        def ask(field, default, answers):
-            raise KeyboardInterrupt
-
-        return ask
-
-    monkeypatch.setattr(wizard, "make_ask", ask_then_interrupt)
-    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    wizard_raises(monkeypatch, KeyboardInterrupt)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["new", str(tmp_path / "proj"), "--no-smoke"])
     assert exit_.value.code == 130

@@ -8,9 +8,9 @@ import ast
 import re
 from pathlib import Path
 
+from . import goldens
 from .conftest import ROOT
 
-GOLDEN = ROOT / "tests" / "golden"
 PROJECTS = {"ddp": "cpu-default", "lightning": "lightning-custom", "hf": "hf-custom"}
 
 
@@ -32,9 +32,10 @@ def test_what_bench_throughput_calls_in_a_generated_train_py_exists_there():
     called = set(re.findall(r"generated\.(\w+)(?:\.(\w+))?", source))
     assert ("dist_utils", "setup") in called and ("train", "") in called
     for framework, variant in PROJECTS.items():
-        defined = top_level_names(GOLDEN / variant / "train.py")
+        project = goldens.files(variant)
+        defined = top_level_names(project["train.py"])
         for name, inner in called:
             assert name in defined, (framework, name)
             if inner:  # an attribute of a module train.py imports (dist_utils.setup)
-                module = GOLDEN / variant / f"{name}.py"
+                module = project[f"{name}.py"]
                 assert inner in top_level_names(module), (framework, f"{name}.{inner}")

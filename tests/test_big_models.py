@@ -4,28 +4,12 @@ DataParallel's replica threads, the GPU an NCCL barrier lands on before torch 2.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from genie.generate import engine, write
-from genie.spec import build_spec
-
-from .test_generated_rules import GOLDEN, VARIANTS, calls, modules
-
-
-def project(tmp_path, machine, **answers):
-    spec = build_spec({"name": "p", **answers}, machine)
-    write.write_project(tmp_path / "p", engine.render(spec))
-    return tmp_path / "p"
-
-
-def run_in(directory, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=directory,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-
+from . import goldens
+from .conftest import calls, new_project, run_in
+from .goldens import modules
 
 PRETEND_V100 = """
     import torch
@@ -42,7 +26,7 @@ PRETEND_V100 = """
 @pytest.mark.parametrize("torch_version", ["2.14", "2.2"])
 def test_bf16_on_a_gpu_without_it_falls_back_to_fp16_with_one_line(tmp_path, gpu_machine,
                                                                    torch_version):  # fmt: skip
-    directory = project(tmp_path, gpu_machine, torch=torch_version)
+    directory = new_project(tmp_path, gpu_machine, torch=torch_version)
     done = run_in(directory, PRETEND_V100)
     assert done.returncode == 0, done.stderr
     assert "PRECISION fp16" in done.stdout
@@ -60,7 +44,7 @@ def test_bf16_on_a_gpu_without_it_falls_back_to_fp16_with_one_line(tmp_path, gpu
 
 
 def test_fsdp_on_a_gpu_without_bf16_stops_with_one_line(tmp_path, gpu_machine):
-    directory = project(tmp_path, gpu_machine, strategy="fsdp")
+    directory = new_project(tmp_path, gpu_machine, strategy="fsdp")
     done = run_in(directory, PRETEND_V100)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
@@ -72,7 +56,7 @@ def test_fsdp_on_a_gpu_without_bf16_stops_with_one_line(tmp_path, gpu_machine):
 def test_dataparallel_replicas_compute_in_bf16_in_threads_of_their_own(tmp_path, cpu_machine):
     """Autocast is per thread: a thread started inside a bf16 region computes in fp32, unless
     the model enters autocast itself, as DataParallel's wrapper does."""
-    directory = project(tmp_path, cpu_machine, framework="dp")
+    directory = new_project(tmp_path, cpu_machine, framework="dp")
     done = run_in(
         directory,
         """
@@ -95,20 +79,21 @@ def test_dataparallel_replicas_compute_in_bf16_in_threads_of_their_own(tmp_path,
     assert done.stdout.split() == ["torch.float32", "torch.bfloat16"]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", goldens.variants())
 def test_every_barrier_goes_through_dist_utils_which_names_the_gpu_before_torch_2_3(variant):
-    for path in modules(variant):
+    project = goldens.files(variant)
+    for name, path in modules(variant).items():
         tree = ast.parse(path.read_text())
         for call in calls(tree, "dist.barrier"):
             owner = next(
                 f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
                 and f.lineno <= call.lineno <= (f.end_lineno or f.lineno)
             )  # fmt: skip
-            assert (path.name, owner) == ("dist_utils.py", "barrier"), f"{path}:{call.lineno}"
-    dist_utils = GOLDEN / variant / "dist_utils.py"
-    if not dist_utils.exists():
+            assert (name, owner) == ("dist_utils.py", "barrier"), f"{variant}/{name}:{call.lineno}"
+    dist_utils = project.get("dist_utils.py")
+    if dist_utils is None:
         return
-    requirements = (GOLDEN / variant / "requirements-torch.txt").read_text()
+    requirements = project["requirements-torch.txt"].read_text()
     old = any(f"torch>={v}," in requirements for v in ("1.13", "2.0", "2.1", "2.2"))
     named = [c for c in calls(ast.parse(dist_utils.read_text()), "dist.barrier") if c.keywords]
     assert bool(named) == old, variant
@@ -147,7 +132,7 @@ HF_FSDP = """
 def test_fsdp_reduces_gradients_in_fp32_under_bf16_in_every_framework(
     tmp_path, gpu_machine, framework, code
 ):
-    directory = project(tmp_path, gpu_machine, framework=framework, strategy="fsdp")
+    directory = new_project(tmp_path, gpu_machine, framework=framework, strategy="fsdp")
     done = run_in(directory, code)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2:] == ["torch.bfloat16", "torch.float32"], done.stdout

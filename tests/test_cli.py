@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import run_genie, tree
+from .conftest import run_genie, tree, wizard_raises
 
 
 @pytest.mark.parametrize(
@@ -127,16 +127,9 @@ def test_help_imports_neither_torch_nor_cookiecutter_nor_black(args):
 
 
 def test_end_of_input_in_the_wizard_exits_130_with_a_pointer_to_yes(tmp_path, monkeypatch, capsys):
-    from genie import cli, wizard
+    from genie import cli
 
-    def ask_nothing(machine, **kwargs):
-        def ask(field, default, answers):
-            raise EOFError
-
-        return ask
-
-    monkeypatch.setattr(wizard, "make_ask", ask_nothing)
-    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    wizard_raises(monkeypatch, EOFError)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["new", "proj", "--no-smoke"])

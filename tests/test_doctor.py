@@ -21,9 +21,8 @@ from genie import doctor
 from genie.doctor import collective, machine, network, project, system
 from genie.doctor.base import Context
 from genie.doctor.facts import parse_visible
-from genie.spec import build_spec
 
-from .conftest import GENIE, run_genie
+from .conftest import GENIE, free_port, held_port, run_genie, spec_of
 
 # Captured from a two-GPU node (nvidia-smi 550.54.15).
 SMI_QUERY = """\
@@ -106,18 +105,11 @@ def real_gpus() -> int:
     return gpu_count()
 
 
-def spec_of(cpu_machine, **answers):
-    return build_spec({"name": "p", **answers}, cpu_machine)
-
-
 # ------------------------------------------------------------------ ports and addresses
 
 
 def test_a_port_held_by_a_real_socket_fails_the_master_port_check():
-    with socket.socket() as held:
-        held.bind(("", 0))
-        held.listen()
-        port = held.getsockname()[1]
+    with held_port() as port:
         result = network.master_port(Context(master_port=port))
         assert result.status == "fail" and f"port {port} is not free" in result.detail
         assert f"--master-port {port + 1}" in result.fix
@@ -125,10 +117,7 @@ def test_a_port_held_by_a_real_socket_fails_the_master_port_check():
 
 
 def test_the_port_is_not_judged_on_a_host_that_is_not_the_master():
-    with socket.socket() as held:
-        held.bind(("", 0))
-        held.listen()
-        port = held.getsockname()[1]
+    with held_port() as port:
         result = network.master_port(Context(master_addr="192.0.2.254", master_port=port))
     assert result.status == "pass" and "checked on the master (192.0.2.254)" in result.detail
 
@@ -496,9 +485,7 @@ def test_a_failing_nccl_collective_is_retried_without_p2p(cpu_machine):
 
 
 def test_doctor_json_lists_every_check_and_exits_0_on_this_machine(tmp_path):
-    with socket.socket() as s:
-        s.bind(("", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     result = run_genie("doctor", "--json", "--master-port", port, **cpu_env())
     checks = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr

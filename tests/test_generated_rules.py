@@ -6,37 +6,25 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from . import goldens
+from .conftest import calls
+from .goldens import modules
 
-GOLDEN = ROOT / "tests" / "golden"
-VARIANTS = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
+VARIANTS = goldens.variants()
 LOCAL_DEVICES = {"'cpu'", "device", "self.device", "run.device"}
-
-
-def modules(variant: str) -> list[Path]:
-    return sorted((GOLDEN / variant).rglob("*.py"))
-
-
-def calls(tree: ast.AST, name: str) -> list[ast.Call]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == name
-    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_torch_load_maps_to_cpu_and_loads_weights_only_where_it_can(variant):
-    for path in modules(variant):
+    for name, path in modules(variant).items():
         source = path.read_text()
         lines = source.splitlines()
         for call in calls(ast.parse(source), "torch.load"):
             keywords = {k.arg: ast.unparse(k.value) for k in call.keywords}
-            where = f"{path.relative_to(GOLDEN)}:{call.lineno}"
+            where = f"{variant}/{name}:{call.lineno}"
             # never onto GPU 0 from every rank: the CPU or this rank's own device
             assert keywords.get("map_location") in LOCAL_DEVICES, where
             if keywords.get("weights_only") != "True":
@@ -48,7 +36,7 @@ def test_every_torch_load_maps_to_cpu_and_loads_weights_only_where_it_can(varian
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_faults_are_armed_in_smoke_mode_only(variant):
-    train = GOLDEN / variant / "train.py"
+    train = goldens.files(variant)["train.py"]
     tree = ast.parse(train.read_text())
     armed = calls(tree, "smoke_check.arm_fault")
     assert len(armed) == 1, variant
@@ -98,8 +86,8 @@ def test_no_comment_is_stranded_where_black_split_its_statement(variant):
     """A comment explaining a statement goes on its own line above it, not after a lone
     ``None`` or ``)`` that black split off when the line grew too long."""
     stranded = [
-        f"{path.relative_to(GOLDEN)}:{number}: {path.read_text().splitlines()[number - 1].strip()}"
-        for path in modules(variant)
+        f"{variant}/{name}:{number}: {path.read_text().splitlines()[number - 1].strip()}"
+        for name, path in modules(variant).items()
         for number in stranded_comments(path.read_text())
     ]
     assert stranded == []
@@ -126,23 +114,24 @@ def test_the_settings_a_hand_tuned_loop_has(variant):
     """DDP keeps gradients in its buckets; the HF Trainer skips its per-step NaN filter and
     uses fused AdamW on GPUs; AdamW is fused on GPUs where torch has it (2.0), except under
     Lightning (see the test below)."""
-    answers = (GOLDEN / variant / ".genie.yml").read_text()
+    answers = goldens.files(variant)[".genie.yml"].read_text()
     torch_minor = answers.split('torch: "')[1].split('"')[0]
     fused_exists = tuple(int(x) for x in torch_minor.split(".")) >= (2, 0)
     lightning = 'framework: "lightning"' in answers
-    for path in modules(variant):
+    for name, path in modules(variant).items():
         tree = ast.parse(path.read_text())
-        for name in ("DDP", "DDPStrategy"):
-            for call in calls(tree, name):
-                assert keyword_values(call).get("gradient_as_bucket_view") == "True", path
+        where = f"{variant}/{name}"
+        for wrapper in ("DDP", "DDPStrategy"):
+            for call in calls(tree, wrapper):
+                assert keyword_values(call).get("gradient_as_bucket_view") == "True", where
         for call in calls(tree, "TrainingArguments"):
             found = keyword_values(call)
-            assert found.get("logging_nan_inf_filter") == "False", path
+            assert found.get("logging_nan_inf_filter") == "False", where
             fused = "'adamw_torch_fused' if cuda else 'adamw_torch'"
-            assert found.get("optim") == (fused if fused_exists else None), path
+            assert found.get("optim") == (fused if fused_exists else None), where
         for call in calls(tree, "torch.optim.AdamW"):
             fused = keyword_values(call).get("fused")
-            assert fused == ("cuda or None" if fused_exists and not lightning else None), path
+            assert fused == ("cuda or None" if fused_exists and not lightning else None), where
 
 
 def test_lightning_mixed_precision_refuses_to_clip_a_fused_optimizer():

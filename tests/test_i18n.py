@@ -16,7 +16,7 @@ import pytest
 from babel.messages.mofile import read_mo
 
 from genie import i18n
-from tests.conftest import ROOT, run_genie
+from tests.conftest import ROOT, run_genie, spec_of, tree
 
 spec = importlib.util.spec_from_file_location("i18n_script", ROOT / "scripts" / "i18n.py")
 assert spec and spec.loader
@@ -178,12 +178,6 @@ def test_click_errors_under_lang_zh_are_chinese_and_still_suggest(tmp_path):
     assert "--gpus-per-node" in result.stderr and list(tmp_path.iterdir()) == []
 
 
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-    }
-
-
 @pytest.fixture(scope="module")
 def chinese_project(tmp_path_factory):
     """One Chinese project, generated and smoke-tested for real under LANG=zh_CN.UTF-8."""
@@ -242,14 +236,13 @@ def test_chinese_tables_line_up_within_80_columns(monkeypatch):
     from genie import ui
     from genie.detect import Machine
     from genie.smoke.plan import SmokePlan, SmokeResult
-    from genie.spec import build_spec
 
     out = io.StringIO()
     monkeypatch.setattr(ui, "console", lambda: Console(file=out, width=80, no_color=True))
     i18n.activate("zh")
     try:
         machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
-        project = build_spec({"name": "demo", "scheduler": "none"}, machine)
+        project = spec_of(machine, name="demo", scheduler="none")
         ui.summary(project)
         plan = SmokePlan((), {}, 2, "gloo", "cpu", "fp32", ("CPU: NCCL untested",))
         report = {"steps": 6, "first_loss": 2.3, "last_loss": 1.9, "params_in_sync": True}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .test_big_models import project, run_in
+from .conftest import new_project, run_in
 
 CPU_FP16 = """
     import os
@@ -24,7 +24,7 @@ CPU_FP16 = """
 def test_fp16_on_a_machine_without_cuda_trains_in_bf16_and_says_so_once(
     tmp_path, gpu_machine, framework
 ):
-    directory = project(tmp_path, gpu_machine, framework=framework, precision="fp16")
+    directory = new_project(tmp_path, gpu_machine, framework=framework, precision="fp16")
     rank0 = run_in(directory, CPU_FP16.format(rank=0))
     assert rank0.returncode == 0, rank0.stderr
     assert "PRECISION bf16" in rank0.stdout
@@ -40,7 +40,7 @@ def test_the_documented_local_install_keeps_the_torch_installed(tmp_path, cpu_ma
     README says: pip resolves it from what is installed, nothing to fetch, torch untouched."""
     from genie import compat
 
-    directory = project(tmp_path, cpu_machine, torch="2.6", task="cv")
+    directory = new_project(tmp_path, cpu_machine, torch="2.6", task="cv")
     readme = (directory / "README.md").read_text()
     command = compat.install_command(torch=False)
     assert f"`{command}` there keeps its torch" in readme

@@ -11,16 +11,20 @@ import sys
 import black
 import pytest
 
-from genie.errors import GenieError
 from genie.generate import archive, catalogue, engine, launch, write
-from genie.spec import build_spec
 from genie.spec.answers import ANSWERS_FILE
 
-from .conftest import ROOT, project_code, tree
+from . import goldens
+from .conftest import (
+    ROOT,
+    call_keywords,
+    call_names,
+    project_code,
+    render_variant,
+    ruff_generated,
+    spec_of,
+)
 from .variants import VARIANTS
-
-GOLDEN = ROOT / "tests" / "golden"
-
 
 # One worker renders every variant once for all of this module's tests (about 15 s of CPU),
 # instead of each xdist worker rendering them all again.
@@ -28,32 +32,8 @@ pytestmark = pytest.mark.xdist_group("render")
 
 
 @pytest.fixture(scope="module")
-def rendered(request) -> dict[str, dict[str, bytes]]:
-    from genie.detect import Machine
-
-    machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
-    return {
-        name: engine.render(build_spec({"name": "proj", **raw}, machine))
-        for name, raw in VARIANTS.items()
-    }
-
-
-def calls(source: str) -> set[str]:
-    """Dotted names of every call in the source, e.g. 'torch.amp.GradScaler'."""
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            names.add(ast.unparse(node.func))
-    return names
-
-
-def keywords(source: str, func: str) -> set[str]:
-    return {
-        kw.arg
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == func
-        for kw in node.keywords
-    }
+def rendered() -> dict[str, dict[str, bytes]]:
+    return {variant: render_variant(variant) for variant in VARIANTS}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -68,11 +48,7 @@ def test_every_python_file_is_black_formatted_and_compiles(rendered, variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_project_passes_ruff_including_import_order(rendered, variant, tmp_path):
     write.write_project(tmp_path / "p", rendered[variant])
-    result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B,I,UP",
-         "--target-version", "py310", "."],
-        cwd=tmp_path / "p", capture_output=True, text=True,
-    )  # fmt: skip
+    result = ruff_generated(tmp_path / "p")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -109,17 +85,17 @@ def test_train_py_uses_only_apis_of_the_chosen_torch(
     rendered, variant, scaler, device_id, compile_
 ):
     source = project_code(rendered[variant])
-    found = calls(source)
+    found = call_names(source)
     assert scaler in found
     assert {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler"} - {scaler} - found
-    assert ("device_id" in keywords(source, "dist.init_process_group")) is device_id
+    assert ("device_id" in call_keywords(source, "dist.init_process_group")) is device_id
     assert ("torch.compile" in found) is compile_
-    assert "weights_only" in keywords(source, "torch.load")
+    assert "weights_only" in call_keywords(source, "torch.load")
 
 
 def test_train_py_has_the_distributed_essentials(rendered):
     source = project_code(rendered["cpu-default"])
-    found = calls(source)
+    found = call_names(source)
     for name in (
         "loader.sampler.set_epoch", "run.no_sync", "dist.destroy_process_group", "gc.collect",
         "dist_utils.prepare_once", "datetime.timedelta", "os.fsync", "dist.all_gather_object",
@@ -128,8 +104,8 @@ def test_train_py_has_the_distributed_essentials(rendered):
         assert name in found, name
     assert "no_sync = wrapped.no_sync" in source  # the DDP model's no_sync drives accumulation
     assert 'int(os.environ["LOCAL_RANK"])' in source
-    assert "timeout" in keywords(source, "dist.init_process_group")  # --dist-timeout
-    assert "drop_last" in keywords(source, "DataLoader")
+    assert "timeout" in call_keywords(source, "dist.init_process_group")  # --dist-timeout
+    assert "drop_last" in call_keywords(source, "DataLoader")
 
 
 @pytest.mark.parametrize("task", ["custom", "nlp", "cv"])
@@ -143,20 +119,20 @@ def test_task_code_is_shared_by_every_framework(rendered, task):
 
 def test_lightning_sizes_the_trainer_from_torchrun(rendered):
     source = project_code(rendered["lightning-custom"])
-    assert {"devices", "num_nodes", "strategy", "precision"} <= keywords(source, "L.Trainer")
+    assert {"devices", "num_nodes", "strategy", "precision"} <= call_keywords(source, "L.Trainer")
     assert "pytorch_lightning" not in source  # one import style only
 
 
 def test_hf_trainer_arguments(rendered):
     source = project_code(rendered["hf-nlp"])
-    kws = keywords(source, "TrainingArguments")
+    kws = call_keywords(source, "TrainingArguments")
     assert {"per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16",
             "ddp_find_unused_parameters", "use_cpu", "report_to"} <= kws  # fmt: skip
 
 
 def test_dataparallel_is_plain_python_and_explains_itself(rendered):
     files = rendered["dp-custom"]
-    assert "nn.DataParallel" in calls(files["train.py"].decode())
+    assert "nn.DataParallel" in call_names(files["train.py"].decode())
     assert "exec python train.py" in files["launch/single_node.sh"].decode()
     assert "slower than DistributedDataParallel" in files["README.md"].decode()
 
@@ -176,15 +152,12 @@ def test_readme_and_file_list_name_what_trains_the_project(rendered, variant, sa
     readme = rendered[variant]["README.md"].decode().splitlines()[2]
     assert f"trained with {says} on PyTorch" in readme
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
-    listing = dict(catalogue.project_files(build_spec({"name": "p", **VARIANTS[variant]}, machine)))
+    listing = dict(catalogue.project_files(spec_of(machine, name="p", **VARIANTS[variant])))
     assert listing["train.py"].startswith(f"training with {says}:")
 
 
-def test_launch_scripts_and_readme_carry_the_planned_commands(rendered):
-    from genie.detect import Machine
-
-    machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
-    spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, machine)
+def test_launch_scripts_and_readme_carry_the_planned_commands(rendered, cpu_machine):
+    spec = spec_of(cpu_machine, **VARIANTS["multinode-static"])
     files = rendered["multinode-static"]
     assert launch.shell_join(launch.multi_node_args(spec)) in files["launch/multi_node.sh"].decode()
     readme = files["README.md"].decode()
@@ -221,26 +194,28 @@ def test_requirements_pin_the_chosen_torch_and_framework(rendered):
 
 
 def test_user_text_is_never_rendered_as_jinja(cpu_machine):
-    spec = dataclasses.replace(build_spec({"name": "proj"}, cpu_machine), name="{{ 7*7 }}")
+    spec = dataclasses.replace(spec_of(cpu_machine), name="{{ 7*7 }}")
     readme = engine.render(spec)["README.md"].decode()
     assert readme.startswith("# {{ 7*7 }}\n")
 
 
+@pytest.fixture(scope="module")
+def golden(rendered) -> None:
+    """Under GENIE_UPDATE_GOLDEN=1, the goldens rewritten from what genie renders now."""
+    if os.environ.get("GENIE_UPDATE_GOLDEN"):
+        goldens.store({variant: goldens.kept(files) for variant, files in rendered.items()})
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_golden_snapshot(rendered, variant):
-    """Every template change shows up here as a readable diff.
+def test_golden_snapshot(rendered, golden, variant):
+    """Every template change shows up here, and in git diff tests/golden, as a readable diff.
 
     Regenerate after an intended change: GENIE_UPDATE_GOLDEN=1 pytest tests/test_render.py
+    (tests/goldens.py says how the goldens are kept).
     """
-    folder = GOLDEN / variant
-    # the base archive is binary: checked against the other files instead of kept here
-    files = {path: data for path, data in rendered[variant].items() if path != archive.ARCHIVE}
-    if os.environ.get("GENIE_UPDATE_GOLDEN"):
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
-        write.write_project(folder, files)
-    assert tree(folder) == files, "golden files differ; see git diff after GENIE_UPDATE_GOLDEN=1"
+    problems = goldens.differences(variant, goldens.kept(rendered[variant]))
+    if problems:
+        pytest.fail("\n".join([*problems, f"an intended change? {goldens.UPDATE}"]), pytrace=False)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -250,86 +225,6 @@ def test_the_base_archive_holds_every_file_genie_wrote_but_its_answers(rendered,
     del files[ANSWERS_FILE]  # genie upgrade writes it afresh from the answers
     assert kept == files
     assert archive.pack(kept) == rendered[variant][archive.ARCHIVE]  # the same bytes every time
-
-
-# ---------------------------------------------------------------- writing safely
-
-
-@pytest.fixture
-def files(cpu_machine):
-    return engine.render(build_spec({"name": "proj"}, cpu_machine))
-
-
-def test_writes_a_fresh_directory_with_executable_launchers(tmp_path, files):
-    target = tmp_path / "new" / "proj"
-    write.write_project(target, files)
-    assert tree(target) == files
-    assert os.access(target / "launch" / "single_node.sh", os.X_OK)
-    assert oct(target.stat().st_mode & 0o777) != oct(0o700)
-    assert [p.name for p in (tmp_path / "new").iterdir()] == ["proj"]  # no staging left
-
-
-def test_a_non_empty_directory_is_refused_without_force(tmp_path, files):
-    (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(GenieError, match="is not empty; pick a new directory, or pass --force"):
-        write.write_project(tmp_path, files)
-    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
-
-
-def test_a_genie_project_is_recognised_and_the_way_to_regenerate_it_named(tmp_path, files):
-    write.write_project(tmp_path / "proj", files)
-    before = tree(tmp_path / "proj")
-    with pytest.raises(GenieError) as refused:
-        write.write_project(tmp_path / "proj", files)
-    said = str(refused.value)
-    assert "is a genie project already" in said and "is not empty" not in said
-    assert f"--yes --answers {tmp_path / 'proj' / '.genie.yml'} --force" in said
-    assert tree(tmp_path / "proj") == before  # nothing written
-
-
-def test_force_adds_files_and_keeps_the_users_own(tmp_path, files):
-    (tmp_path / "notes.txt").write_text("mine")
-    write.write_project(tmp_path, files, force=True)
-    assert (tmp_path / "notes.txt").read_text() == "mine"
-    assert (tmp_path / "train.py").read_bytes() == files["train.py"]
-
-
-def test_force_never_overwrites_a_file_genie_did_not_write(tmp_path, files):
-    (tmp_path / "train.py").write_text("my own training script\n")
-    with pytest.raises(GenieError, match="will not overwrite .*train.py"):
-        write.write_project(tmp_path, files, force=True)
-    assert (tmp_path / "train.py").read_text() == "my own training script\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
-
-
-def test_force_never_overwrites_an_answers_file_genie_did_not_write(tmp_path, files):
-    (tmp_path / ".genie.yml").write_text("my: notes\n")
-    with pytest.raises(GenieError, match="will not overwrite .*\\.genie\\.yml"):
-        write.write_project(tmp_path, files, force=True)
-    assert (tmp_path / ".genie.yml").read_text() == "my: notes\n"
-
-
-def test_force_refuses_a_generated_file_the_user_edited(tmp_path, cpu_machine, files):
-    write.write_project(tmp_path, files)
-    (tmp_path / "model.py").write_text("edited\n")
-    other = engine.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
-    with pytest.raises(GenieError, match="will not overwrite .*model.py"):
-        write.write_project(tmp_path, other, force=True)
-    assert (tmp_path / "model.py").read_text() == "edited\n"
-
-
-def test_force_regenerates_files_genie_wrote_and_nobody_changed(tmp_path, cpu_machine, files):
-    write.write_project(tmp_path, files)
-    other = engine.render(build_spec({"name": "proj", "epochs": 9}, cpu_machine))
-    assert other["config.py"] != files["config.py"]  # the default epochs live there
-    write.write_project(tmp_path, other, force=True)
-    assert tree(tmp_path) == other
-
-
-def test_a_file_in_the_way_of_the_target_is_refused(tmp_path, files):
-    (tmp_path / "proj").write_text("a file")
-    with pytest.raises(GenieError, match="exists and is not a directory"):
-        write.write_project(tmp_path / "proj", files)
 
 
 def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendered, cpu_machine):
@@ -354,7 +249,7 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
     # the master must resolve and be routable here; the user's own LOCAL_ADDR wins
     env.update(MASTER_ADDR="127.0.0.1", LOCAL_ADDR="10.9.9.9")
     result = run("1", "--smoke", "--epochs", "2")
-    spec = build_spec({"name": "proj", **VARIANTS["multinode-static"]}, cpu_machine)
+    spec = spec_of(cpu_machine, **VARIANTS["multinode-static"])
     expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]
     expected = [a.replace("$LOCAL_ADDR", "10.9.9.9") for a in expected]
     expected = [a.replace("10.0.0.1", "127.0.0.1") for a in expected]

@@ -5,7 +5,6 @@ numpy missing under torch) and by captured real output where it cannot (NCCL, CU
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,10 +16,9 @@ from genie.smoke import process as smoke_process
 from genie.smoke.plan import FAULTHANDLER_ENV
 from genie.smoke.signatures import SIGNATURES, explain
 
-from .conftest import run_genie
+from .conftest import TORCHRUN, free_port, held_port, run_genie
 
 CPU = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 # Captured from a 2-GPU run where rank 1 could not open a socket to its peer (NCCL 2.21.5).
 NCCL_OUTPUT = """\
@@ -66,7 +64,8 @@ def script(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def torchrun(tmp_path: Path, *args: str, timeout: float = 60) -> smoke_process.Outcome:
+def smoke_torchrun(tmp_path: Path, *args: str, timeout: float = 60) -> smoke_process.Outcome:
+    """torchrun run as genie smoke runs it (its process runner): the lines the signatures read."""
     env = {**CPU, **FAULTHANDLER_ENV}
     return smoke_process.execute([*TORCHRUN, *args], tmp_path, env, timeout)
 
@@ -113,11 +112,8 @@ def test_the_hung_signature_needs_a_timeout_and_the_killed_one_needs_none():
 @pytest.mark.e2e
 def test_a_port_held_by_a_socket_under_static_rendezvous_is_address_in_use(tmp_path):
     job = script(tmp_path, "import torch.distributed as dist\ndist.init_process_group('gloo')\n")
-    with socket.socket() as held:
-        held.bind(("", 0))
-        held.listen()
-        port = held.getsockname()[1]
-        out = torchrun(tmp_path, "--rdzv-backend=static", "--master-addr=127.0.0.1",
+    with held_port() as port:
+        out = smoke_torchrun(tmp_path, "--rdzv-backend=static", "--master-addr=127.0.0.1",
                        f"--master-port={port}", "--nnodes=1", "--node-rank=0",
                        "--nproc-per-node=1", str(job))  # fmt: skip
     assert out.returncode != 0
@@ -129,10 +125,8 @@ def test_a_port_held_by_a_socket_under_static_rendezvous_is_address_in_use(tmp_p
 @pytest.mark.e2e
 def test_a_master_nobody_answers_is_a_rendezvous_timeout(tmp_path):
     job = script(tmp_path, "import torch.distributed as dist\ndist.init_process_group('gloo')\n")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # free once closed: nobody listens there
-    out = torchrun(tmp_path, "--rdzv-backend=static", "--master-addr=127.0.0.1",
+    port = free_port()  # nobody listens there
+    out = smoke_torchrun(tmp_path, "--rdzv-backend=static", "--master-addr=127.0.0.1",
                    f"--master-port={port}", "--nnodes=2", "--node-rank=1", "--nproc-per-node=1",
                    "--rdzv-conf=timeout=2", str(job))  # fmt: skip
     assert out.returncode != 0
@@ -151,7 +145,7 @@ def test_a_rank_that_raises_is_named_with_its_exception(tmp_path):
             raise ValueError("injected failure")
         dist.barrier()
         """)  # fmt: skip
-    out = torchrun(tmp_path, "--standalone", "--nproc-per-node=2", "--tee=3", str(job))
+    out = smoke_torchrun(tmp_path, "--standalone", "--nproc-per-node=2", "--tee=3", str(job))
     assert out.returncode != 0
     [found] = explain(text(out), out.returncode)
     assert found.id == "rank_raised"
@@ -172,7 +166,7 @@ def test_a_rank_that_hangs_is_shown_where_it_was_at_the_timeout(tmp_path):
 
         work()
         """)  # fmt: skip
-    out = torchrun(tmp_path, "--standalone", "--nproc-per-node=2", "--tee=3", str(job),
+    out = smoke_torchrun(tmp_path, "--standalone", "--nproc-per-node=2", "--tee=3", str(job),
                    timeout=12)  # fmt: skip
     assert out.timed_out
     [found] = explain(text(out), out.returncode, timed_out=True)
@@ -184,7 +178,7 @@ def test_a_rank_that_hangs_is_shown_where_it_was_at_the_timeout(tmp_path):
 @pytest.mark.e2e
 def test_a_rank_killed_by_sigkill_points_to_the_oom_killer(tmp_path):
     job = script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    out = torchrun(tmp_path, "--standalone", "--nproc-per-node=1", "--tee=3", str(job))
+    out = smoke_torchrun(tmp_path, "--standalone", "--nproc-per-node=1", "--tee=3", str(job))
     assert out.returncode != 0
     assert ids(explain(text(out), out.returncode)) == ["killed"]
 
@@ -192,7 +186,7 @@ def test_a_rank_killed_by_sigkill_points_to_the_oom_killer(tmp_path):
 @pytest.mark.e2e
 def test_an_import_that_fails_names_the_missing_module(tmp_path):
     job = script(tmp_path, "import genie_no_such_module\n")
-    out = torchrun(tmp_path, "--standalone", "--nproc-per-node=1", "--tee=3", str(job))
+    out = smoke_torchrun(tmp_path, "--standalone", "--nproc-per-node=1", "--tee=3", str(job))
     [found] = explain(text(out), out.returncode)
     assert found.id == "missing_package" and "'genie_no_such_module'" in found.cause
     assert "pip install -r requirements-torch.txt -r requirements.txt" in found.fix

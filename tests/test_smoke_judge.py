@@ -12,16 +12,7 @@ from genie import contract
 from genie.smoke import local, runner, verdict
 from genie.spec import build_spec
 
-GOOD = {
-    "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
-    "first_loss": 2.3, "last_loss": 0.2, "epoch_loss": 0.4, "params_in_sync": True,
-    "val_accuracy": 0.5, "checkpoint_loads": True,
-}  # fmt: skip
-
-
-@pytest.fixture
-def cpu_plan(cpu_machine):
-    return local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
+from .conftest import GOOD_REPORT
 
 
 def line(report: dict, prefix: str = "[default0]:") -> str:
@@ -29,7 +20,7 @@ def line(report: dict, prefix: str = "[default0]:") -> str:
 
 
 def test_a_good_report_with_exit_0_passes(cpu_plan):
-    assert verdict.judge(cpu_plan, 0, verdict.parse_reports(["noise\n", line(GOOD)])) == []
+    assert verdict.judge(cpu_plan, 0, verdict.parse_reports(["noise\n", line(GOOD_REPORT)])) == []
 
 
 @pytest.mark.parametrize(
@@ -52,13 +43,13 @@ def test_a_good_report_with_exit_0_passes(cpu_plan):
     ],
 )
 def test_a_bad_report_fails_with_the_reason(cpu_plan, change, returncode, problem):
-    reports = verdict.parse_reports([line({**GOOD, **change})])
+    reports = verdict.parse_reports([line({**GOOD_REPORT, **change})])
     problems = verdict.judge(cpu_plan, returncode, reports)
     assert any(problem in p for p in problems), problems
 
 
 def test_a_loss_that_fell_to_the_threshold_passes_and_just_above_fails(cpu_plan):
-    at = {**GOOD, "epoch_loss": contract.LEARNED * GOOD["first_loss"]}
+    at = {**GOOD_REPORT, "epoch_loss": contract.LEARNED * GOOD_REPORT["first_loss"]}
     assert verdict.judge(cpu_plan, 0, verdict.parse_reports([line(at)])) == []
     above = {**at, "epoch_loss": at["epoch_loss"] * 1.001}
     assert verdict.judge(cpu_plan, 0, verdict.parse_reports([line(above)])) != []
@@ -69,7 +60,7 @@ def test_no_report_line_fails_even_with_exit_0(cpu_plan):
 
 
 def test_a_report_from_every_rank_fails(cpu_plan):
-    reports = verdict.parse_reports([line(GOOD), line(GOOD, "[default1]:")])
+    reports = verdict.parse_reports([line(GOOD_REPORT), line(GOOD_REPORT, "[default1]:")])
     assert "only global rank 0 may print one" in verdict.judge(cpu_plan, 0, reports)[0]
 
 
@@ -102,7 +93,7 @@ def test_dataparallel_runs_one_process_on_every_device_and_checks_it(gpu_machine
     )
     assert (p.nproc, p.backend, p.devices) == (1, "none", 8)
     assert "torch.distributed.run" not in p.argv and p.argv[1] == "train.py"
-    good = {**GOOD, "world_size": 1, "backend": "none", "devices": 8, "replicas": 1,
+    good = {**GOOD_REPORT, "world_size": 1, "backend": "none", "devices": 8, "replicas": 1,
             "params_in_sync": None}  # fmt: skip
     assert verdict.judge(p, 0, verdict.parse_reports([line(good)])) == []
     problems = verdict.judge(p, 0, verdict.parse_reports([line({**good, "devices": 1})]))
@@ -142,11 +133,11 @@ def test_missing_packages_are_asked_of_the_interpreter_that_will_run(cpu_machine
 def test_an_fsdp_project_must_report_that_fsdp_wrapped_the_model(cpu_machine):
     spec = build_spec({"name": "p", "strategy": "fsdp"}, cpu_machine)
     p = local.plan(spec, cpu_machine, Path("/ck"))
-    sharded = {**GOOD, "strategy": "fsdp", "checkpoint_loads": True}
+    sharded = {**GOOD_REPORT, "strategy": "fsdp", "checkpoint_loads": True}
     assert verdict.judge(p, 0, verdict.parse_reports([line(sharded)])) == []
     fell_back = verdict.judge(p, 0, verdict.parse_reports([line({**sharded, "strategy": "ddp"})]))
     assert fell_back == ["trained with strategy ddp, expected fsdp"]
-    silent = verdict.judge(p, 0, verdict.parse_reports([line(GOOD)]))
+    silent = verdict.judge(p, 0, verdict.parse_reports([line(GOOD_REPORT)]))
     assert silent == ["trained with strategy None, expected fsdp"]
 
 

@@ -9,12 +9,13 @@ import pytest
 from genie.detect import Machine
 from genie.smoke import nodes as smoke_nodes
 from genie.smoke.process import JobOutcome
-from genie.spec import build_spec
+
+from .conftest import spec_of
 
 
-def spec_of(machine: Machine, **answers):
-    raw = {"name": "p", "nodes": 2, "master_addr": "node0.example", **answers}
-    return build_spec(raw, machine)
+def two_nodes(machine: Machine, **answers):
+    """A 2-node project (unless the answers say otherwise)."""
+    return spec_of(machine, **{"nodes": 2, "master_addr": "node0.example", **answers})
 
 
 @pytest.mark.parametrize(
@@ -24,12 +25,12 @@ def spec_of(machine: Machine, **answers):
 )  # fmt: skip
 def test_simulated_nodes_fit_this_machine(nodes, gpus, expected):
     machine = Machine(gpus=gpus, torch="2.14.1", python="3.11", hostname="h")
-    spec = spec_of(Machine(gpus=8, torch="2.14.1", python="3.11", hostname="h"), nodes=nodes)
+    spec = two_nodes(Machine(gpus=8, torch="2.14.1", python="3.11", hostname="h"), nodes=nodes)
     assert smoke_nodes.shape(spec, machine) == expected
 
 
 def test_each_node_runs_the_projects_script_in_its_own_copy(cpu_machine, tmp_path):
-    spec = spec_of(cpu_machine, gpus_per_node=0)
+    spec = two_nodes(cpu_machine, gpus_per_node=0)
     p = smoke_nodes.plan(spec, cpu_machine, tmp_path, port=41000)
     assert [n.argv[:3] for n in p.nodes] == [
         ("bash", "launch/multi_node.sh", "0"), ("bash", "launch/multi_node.sh", "1")
@@ -46,7 +47,7 @@ def test_each_node_runs_the_projects_script_in_its_own_copy(cpu_machine, tmp_pat
 
 
 def test_gpus_are_split_across_the_simulated_nodes(gpu_machine, tmp_path):
-    p = smoke_nodes.plan(spec_of(gpu_machine), gpu_machine, tmp_path, port=1)
+    p = smoke_nodes.plan(two_nodes(gpu_machine), gpu_machine, tmp_path, port=1)
     assert [n.env["CUDA_VISIBLE_DEVICES"] for n in p.nodes] == ["0,1,2,3", "4,5,6,7"]
     assert p.backend == "nccl" and p.nproc == 8
 
@@ -58,7 +59,7 @@ def outcome(rc, lines=(), children=True, stopped=False, timed_out=False):
 def test_the_verdict_names_the_node_of_a_failing_rank_and_a_node_that_never_joined(
     cpu_machine, tmp_path
 ):
-    p = smoke_nodes.plan(spec_of(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
+    p = smoke_nodes.plan(two_nodes(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
     failed = ["Root Cause (first observed failure):\n", "  rank      : 3 (local_rank: 1)\n"]
     problems = smoke_nodes.node_problems(p, [outcome(0), outcome(1, failed)], timeout=9)
     assert problems == ["rank 3 failed on node 1", "node 1: torchrun exited with 1"]
@@ -70,7 +71,7 @@ def test_the_verdict_names_the_node_of_a_failing_rank_and_a_node_that_never_join
 
 
 def test_the_rank_that_failed_first_is_told_apart_from_the_ranks_it_took_down(cpu_machine):
-    p = smoke_nodes.plan(spec_of(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
+    p = smoke_nodes.plan(two_nodes(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
     node0 = ["Root Cause (first observed failure):\n", "[0]:\n", "  time      : 2026-12-01_11:07:11\n",
              "  rank      : 0 (local_rank: 0)\n"]  # fmt: skip
     node1 = ["[rank3]: Traceback (most recent call last):\n",

@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 from genie import contract
-from genie.smoke import local, verdict
 from genie.smoke import process as smoke_process
-from genie.spec import build_spec
+from genie.smoke import verdict
 
-GOOD = {
-    "world_size": 2, "backend": "gloo", "device": "cpu", "precision": "fp32", "steps": 16,
-    "first_loss": 2.3, "last_loss": 0.2, "epoch_loss": 0.4, "params_in_sync": True,
-    "val_accuracy": 0.5, "checkpoint_loads": True,
-}  # fmt: skip
-REPORT = contract.MARKER + json.dumps(GOOD)
+from .conftest import GOOD_REPORT
 
-
-@pytest.fixture
-def cpu_plan(cpu_machine):
-    return local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/ck"))
+REPORT = contract.MARKER + json.dumps(GOOD_REPORT)
 
 
 def _split(at: int) -> list[str]:
@@ -54,7 +44,7 @@ INTERLEAVINGS = {
 @pytest.mark.parametrize("lines", INTERLEAVINGS.values(), ids=INTERLEAVINGS.keys())
 def test_a_good_report_passes_however_it_is_interleaved(cpu_plan, lines):
     reports = verdict.parse_reports(lines)
-    assert reports == [GOOD]
+    assert reports == [GOOD_REPORT]
     assert verdict.judge(cpu_plan, 0, reports) == []
 
 

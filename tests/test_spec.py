@@ -12,9 +12,7 @@ from genie.errors import GenieError, SpecError
 from genie.spec import FIELD_BY_NAME, FIELDS, Spec, build_spec
 from genie.spec.answers import dump_answers, load_answers
 
-
-def spec_of(machine, **raw):
-    return build_spec({"name": "proj", **raw}, machine)
+from .conftest import spec_of
 
 
 @pytest.mark.parametrize(

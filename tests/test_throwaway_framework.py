@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
-import sys
 
 import black
 import pytest
@@ -21,7 +19,7 @@ from genie import registry
 from genie.generate import engine, write
 from genie.spec import build, build_spec
 
-from .conftest import ROOT
+from .conftest import ROOT, ruff_generated
 
 TEMPLATES = ROOT / "templates" / "project" / "templates"
 
@@ -81,11 +79,7 @@ def test_a_copied_framework_renders_what_its_original_renders(
         if path.endswith(".py"):
             assert black.format_str(data.decode(), mode=black.Mode()) == data.decode(), path
     write.write_project(tmp_path / "p", copy)
-    result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,B,I,UP",
-         "--target-version", "py310", "."],
-        cwd=tmp_path / "p", capture_output=True, text=True,
-    )  # fmt: skip
+    result = ruff_generated(tmp_path / "p")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -107,7 +101,10 @@ def test_the_framework_check_can_fail():
         "{{ names[g.framework] }}",
     ):
         assert NAMES_A_FRAMEWORK.search(line), line
-    for line in ('{% include "frameworks/" ~ g.framework ~ "/x.j2" %}', '{% if g.strategy == "ddp" %}'):
+    for line in (
+        '{% include "frameworks/" ~ g.framework ~ "/x.j2" %}',
+        '{% if g.strategy == "ddp" %}',
+    ):
         assert not NAMES_A_FRAMEWORK.search(line), line
 
 

@@ -138,13 +138,18 @@ def test_a_dry_run_prints_the_plan_and_the_diff_and_writes_nothing(genies, tmp_p
     assert tree(target) == before
 
 
-def test_uncommitted_changes_are_refused_unless_forced(genies, tmp_path):
-    old, new = genies
-    target = edited_project(tmp_path, old, None)
+def committed(target: Path, message: str) -> None:
+    """``target`` made a git repository with everything in it committed."""
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], cwd=target, check=True)
     subprocess.run([*git, "add", "-A"], cwd=target, check=True)
-    subprocess.run([*git, "commit", "-qm", "genie"], cwd=target, check=True)
+    subprocess.run([*git, "commit", "-qm", message], cwd=target, check=True)
+
+
+def test_uncommitted_changes_are_refused_unless_forced(genies, tmp_path):
+    old, new = genies
+    target = edited_project(tmp_path, old, None)
+    committed(target, "genie")
     (target / "model.py").write_text((target / "model.py").read_text() + "# wip\n")
     before = tree(target)
     refused = genie_upgrade(target)
@@ -215,10 +220,7 @@ def test_a_killed_upgrade_leaves_the_old_project_or_the_next_run_finishes_it(
     old, new = genies
     edit = EDITS[1]
     target = edited_project(tmp_path, old, edit)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=target, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=target, check=True)
-    subprocess.run([*git, "commit", "-qm", "as edited"], cwd=target, check=True)
+    committed(target, "as edited")
     before = users(tree(target))
     proc = start_paused(target, point)
     proc.send_signal(signal.SIGKILL)

@@ -12,7 +12,7 @@ from genie.errors import SpecError
 from genie.generate import engine
 from genie.spec import build_spec
 
-from .conftest import project_code
+from .conftest import call_keywords, imported_names, project_code
 from .variants import FRAMEWORKS
 
 MACHINE = Machine(gpus=0, torch=None, python="3.11", hostname="node0")
@@ -25,15 +25,6 @@ def python_for(release: compat.TorchRelease) -> str:
 
 def attribute_names(source: str) -> set[str]:
     return {ast.unparse(n) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)}
-
-
-def call_keywords(source: str, func: str) -> set[str]:
-    return {
-        kw.arg
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.Call) and ast.unparse(n.func) == func
-        for kw in n.keywords
-    }
 
 
 @pytest.mark.parametrize("release", compat.RELEASES, ids=lambda r: r.minor)
@@ -78,16 +69,6 @@ def test_generated_code_follows_the_version_rules(release, framework):
     requirements = files["requirements.txt"].decode()
     assert f"torch>={release.minor},<" in files["requirements-torch.txt"].decode()
     assert ("numpy<2" in requirements) is (version < (2, 3))
-
-
-def imported_names(source: str) -> set[str]:
-    """``module.name`` for every ``from module import name`` in ``source``."""
-    return {
-        f"{n.module}.{alias.name}"
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.ImportFrom)
-        for alias in n.names
-    }
 
 
 @pytest.mark.parametrize("release", compat.RELEASES, ids=lambda r: r.minor)

@@ -3,19 +3,27 @@ worker; tests that share one carry its xdist_group, so that it is made once in a
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ..conftest import run_genie
+from genie import contract
+
+from ..conftest import TORCHRUN, free_port, run_genie
 
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+# This Python's folder first on PATH: a launch script starts this environment's torchrun.
+THIS_PYTHON = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 # 8 optimizer steps an epoch with --smoke; validation every 3 steps, so the HF Trainer
 # checkpoints mid-epoch too (ddp and Lightning: every 3 steps, --smoke's --save-every);
 # every step's loss and LR logged, to compare runs step by step.
@@ -29,6 +37,49 @@ OFFLINE = {
     "HF_DATASETS_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
 }
+
+
+def report_of(output: str) -> dict:
+    """The smoke report a run printed (its one line marked contract.MARKER)."""
+    [line] = [x for x in output.splitlines() if contract.MARKER in x]
+    return json.loads(line.split(contract.MARKER, 1)[1])
+
+
+# Projects generated in this process, by flags: a test gets its own copy of the pristine one
+# (generation is checked by the goldens and genie new's own tests; its 2 s add up here).
+_GENERATED: dict[tuple[str, ...], Path] = {}
+
+
+def generate(where: Path, *flags: str, name: str = "proj") -> Path:
+    """``genie new NAME --yes --no-smoke FLAGS``, copied to ``where / name``."""
+    key = (name, *flags)
+    if key not in _GENERATED:
+        made = Path(tempfile.mkdtemp(prefix="genie-generated-"))
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
+        result = run_genie("new", name, "--yes", "--no-smoke", *flags, cwd=made)
+        assert result.returncode == 0, result.stderr
+        _GENERATED[key] = made / name
+    shutil.copytree(_GENERATED[key], where / name, symlinks=True)
+    return where / name
+
+
+def inject(project: Path, anchor: str, code: str) -> None:
+    """Break the generated train.py on purpose by inserting ``code`` before ``anchor``."""
+    path = project / "train.py"
+    source = path.read_text()
+    assert source.count(anchor) == 1, anchor
+    path.write_text(source.replace(anchor, code + anchor))
+
+
+def torchrun(project: Path, *args: str, nproc: int = 2, script: str = "train.py",
+             env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:  # fmt: skip
+    """``torchrun --standalone --nproc_per_node=NPROC SCRIPT ARGS`` in ``project``, its output
+    captured; ``env`` (by default OFFLINE: no GPU, no network) over this environment's."""
+    return subprocess.run(
+        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", script, *args],
+        cwd=project, env={**os.environ, **(OFFLINE if env is None else env)},
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
 
 
 PREPARE_ANCHOR = (
@@ -116,24 +167,15 @@ class ElasticRun:
     prepared: list[str]  # ddp: the ranks that prepared the data, one per start (ddp only)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def _elastic_run(root: Path, framework: str) -> ElasticRun:
-    host = socket.gethostname()
-    result = run_genie(
-        "new", "proj", "--yes", "--no-smoke", "--framework", framework, "--nodes", "2",
-        "--nproc-per-node", "1", "--gpus-per-node", "0", "--master-addr", host,
-        "--master-port", str(_free_port()), "--rdzv", "c10d", cwd=root,
+    project = generate(
+        root, "--framework", framework, "--nodes", "2", "--nproc-per-node", "1",
+        "--gpus-per-node", "0", "--master-addr", socket.gethostname(),
+        "--master-port", str(free_port()), "--rdzv", "c10d",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    project = root / "proj"
     if framework == "ddp":
         count_preparations(project)
-    env = {**os.environ, **CPU_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, **CPU_ENV, **THIS_PYTHON}
     # Both nodes share the checkpoint directory, as on a shared filesystem.
     train = ["--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "interrupted"]
     marker = root / "fault-fired"
@@ -151,10 +193,9 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
         for rank in (0, 1)
     ]
     outputs = [node.communicate(timeout=400)[0] for node in nodes]
-    straight = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "straight"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=400,
+    straight = torchrun(
+        project, "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "straight",
+        env=env, timeout=400,
     )  # fmt: skip
     # read now: the tests that share this project train in it again
     counted = project / "prepared.txt"

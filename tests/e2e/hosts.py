@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,11 +15,9 @@ import pytest
 
 from genie.smoke import hosts
 
-CPU_ENV = {
-    "CUDA_VISIBLE_DEVICES": "",
-    "PYTHONUNBUFFERED": "1",
-    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-}
+from .conftest import CPU_ENV, THIS_PYTHON
+
+HOST_ENV = {**CPU_ENV, **THIS_PYTHON}
 MASTER = f"{hosts.SUBNET}.1"
 PORT = "29500"
 
@@ -87,7 +84,7 @@ def _run(net, dirs, nodes, args, timeout, until) -> list[NodeRun]:
         if not node.started:
             continue
         time.sleep(max(0.0, node.start_after - (time.monotonic() - started)))
-        env = {**os.environ, **CPU_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT, **node.env}
+        env = {**os.environ, **HOST_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT, **node.env}
         argv = net.hosts[k].command(["bash", "launch/multi_node.sh", str(k), *args])
         with open(logs[k], "w") as log:
             procs[k] = subprocess.Popen(

@@ -5,21 +5,17 @@ with the tiny model), activation checkpointing keeps the losses and fewer activa
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from bench.big_models import BIG, DRIVE, MEDIUM, measure
 
-from .test_smoke_e2e import CPU_ENV, generate, report_of
+from .conftest import CPU_ENV, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
 # the tests sharing a module fixture: one worker makes it once
 MEMORY = pytest.mark.xdist_group("memory")
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +82,7 @@ def test_activation_checkpointing_keeps_the_losses_and_fewer_activations(tmp_pat
     (project / "saved.py").write_text(SAVED)
 
     def run(*extra: str) -> tuple[dict, int]:
-        done = subprocess.run(
-            [*TORCHRUN, "saved.py", "--smoke", *DEEP, *extra], cwd=project, capture_output=True,
-            text=True, env={**os.environ, **CPU_ENV}, timeout=600,
-        )  # fmt: skip
+        done = torchrun(project, "--smoke", *DEEP, *extra, script="saved.py", env=CPU_ENV)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         counts = [json.loads(x) for x in re.findall(r"SAVED (\{[^}]*\})", done.stdout)]
         return report_of(done.stdout), max(c["bytes"] for c in counts)

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT
-from .conftest import elastic_group
-from .test_smoke_e2e import generate
+from .. import goldens
+from .conftest import CPU_ENV, THIS_PYTHON, elastic_group, generate, torchrun
 
 pytestmark = pytest.mark.e2e
-GOLDEN = ROOT / "tests" / "golden"
 # genie writes the checkpoints itself in these (checkpoint.py); distributed and not
 WRITERS = ["cpu-default", "dp-custom"]
 
@@ -54,7 +52,7 @@ def save(project: Path, directory: Path, value: float, stall: bool) -> subproces
 def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_loadable(variant, tmp_path):
     import torch
 
-    project = GOLDEN / variant
+    project = goldens.unpack(variant, tmp_path / variant)
     ck = tmp_path / "ck"
     first = save(project, ck, 1.0, stall=False)
     assert first.communicate(timeout=120)[0].strip() == "SAVED"
@@ -109,8 +107,9 @@ else:
         ("foreign", "STOP --resume: ck/last.pt does not fit this model: it is not a checkpoint"),
     ],
 )  # fmt: skip
-def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said):
-    project = GOLDEN / "dp-custom"  # the check is the same code in every variant that has it
+def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said, tmp_path):
+    # the check is the same code in every variant that has it
+    project = goldens.unpack("dp-custom", tmp_path / "dp-custom")
     out = subprocess.run(
         [sys.executable, "-c", FITS, case], cwd=project, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(project)}, check=True,
@@ -121,12 +120,8 @@ def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said
 def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tmp_path):
     """Real training, then the README's smoke check, then a resume: the real checkpoints stay
     byte for byte; resuming from the smoke model's checkpoint stops with one line."""
-    from ..conftest import run_genie
-
-    assert run_genie("new", "proj", "--yes", "--no-smoke", cwd=tmp_path).returncode == 0
-    project = tmp_path / "proj"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    project = generate(tmp_path)
+    env = {**os.environ, **CPU_ENV, **THIS_PYTHON}
 
     def launch(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -187,11 +182,8 @@ def test_resuming_the_checkpoints_of_another_model_size_stops_with_one_line(
         project, checkpoints = generate(tmp_path, "--strategy", "fsdp"), run.project / "straight"
     else:
         project, checkpoints = run.project, Path("straight")
-    resumed = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", "--num-workers", "0", "--resume", "--checkpoint-dir", str(checkpoints)],
-        cwd=project, env=run.env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    resumed = torchrun(project, "--num-workers", "0", "--resume", "--checkpoint-dir",
+                       str(checkpoints), env=run.env, timeout=300)  # fmt: skip
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode != 0
     said = [line for line in output.splitlines() if "does not fit this model" in line]

@@ -15,12 +15,13 @@ import torch
 from genie.convert import check, convert
 from genie.detect import Machine
 
-from ..conftest import run_genie
+from ..conftest import TORCHRUN, run_genie
 from ..test_convert import CORPUS, SCRIPTS
+from .conftest import CPU_ENV
 
 pytestmark = pytest.mark.e2e
 CPU = Machine(gpus=0, torch=torch.__version__, python="3.11", hostname="localhost")
-CPU_ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+ENV = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1"}
 ARGS = {  # a short run for the scripts that take arguments
     "fn_argparse": ["--epochs", "1"],
     "scheduler": ["--epochs", "1"],
@@ -110,12 +111,10 @@ def test_two_processes_at_batch_b_match_one_process_at_batch_2b(tmp_path, name, 
     ddp = converted(tmp_path, name)
     common = ["--epochs", "1", "--no-shuffle"]
     single = [sys.executable, str(original), *common, "--batch-size", "16", "--out", "one.pt"]
-    subprocess.run(single, cwd=tmp_path, env=CPU_ENV, check=True, timeout=TIMEOUT)
-    distributed = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        str(ddp), *common, "--batch-size", "8", "--out", "two.pt",
-    ]  # fmt: skip
-    subprocess.run(distributed, cwd=tmp_path, env=CPU_ENV, check=True, timeout=TIMEOUT)
+    subprocess.run(single, cwd=tmp_path, env=ENV, check=True, timeout=TIMEOUT)
+    distributed = [*TORCHRUN, "--standalone", "--nproc_per_node=2", str(ddp), *common,
+                   "--batch-size", "8", "--out", "two.pt"]  # fmt: skip
+    subprocess.run(distributed, cwd=tmp_path, env=ENV, check=True, timeout=TIMEOUT)
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
     if checkpoint:
         one, two = one[checkpoint], two[checkpoint]

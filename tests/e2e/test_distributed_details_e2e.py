@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .test_smoke_e2e import CPU_ENV, generate, inject, report_of
+from ..conftest import TORCHRUN, free_port
+from .conftest import CPU_ENV, generate, inject, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
 ENV = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def two_nodes(dirs: list[Path], *args: str, script: str = "train.py", timeout: float = 300):
@@ -46,10 +38,7 @@ def two_nodes(dirs: list[Path], *args: str, script: str = "train.py", timeout: f
 def run_script(project: Path, code: str, nproc: int = 2, timeout: float = 300):
     """Run ``code`` as a script inside the project under torchrun --standalone."""
     (project / "probe_script.py").write_text(code)
-    return subprocess.run(
-        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "probe_script.py"],
-        cwd=project, env=ENV, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    return torchrun(project, nproc=nproc, script="probe_script.py", env=ENV, timeout=timeout)
 
 
 NEEDS_PREPARED = """
@@ -173,11 +162,8 @@ train.main()
 
 def test_ranks_agree_to_resume_when_only_one_node_counts_a_restart(tmp_path):
     project = generate(tmp_path)
-    first = subprocess.run(
-        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
-         "--epochs", "1", "--checkpoint-dir", "ck", "--tracker", "none"],
-        cwd=project, env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    first = torchrun(project, "--smoke", "--epochs", "1", "--checkpoint-dir", "ck", "--tracker",
+                     "none", env=ENV, timeout=300)  # fmt: skip
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     result = run_script(project, RESTARTED_ON_ONE_NODE)
     out = result.stdout + result.stderr
@@ -190,11 +176,7 @@ def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(tmp_pa
     """Lightning and the Trainer read the checkpoint on every rank: with per-node disks
     only node 0 has it. The ranks agree on that and stop with one clear line."""
     project = generate(tmp_path, "--framework", framework, "--tracker", "none")
-    first = subprocess.run(
-        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
-         "--epochs", "1"],
-        cwd=project, env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    first = torchrun(project, "--smoke", "--epochs", "1", env=ENV, timeout=300)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     node1 = tmp_path / "node1"
     shutil.copytree(project, node1, ignore=shutil.ignore_patterns("checkpoints"))
@@ -233,18 +215,14 @@ def test_fsdp_resume_reads_the_checkpoint_on_rank_0_only_and_is_bit_exact(tmp_pa
     inject(project, "    del state\n",
            "    if os.environ.get('CRASH'):\n        raise SystemExit(3)\n")  # fmt: skip
 
-    def torchrun(script: str, *args: str, crash: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [*TORCHRUN, "--standalone", "--nproc_per_node=2", script, "--smoke",
-             "--epochs", "2", *args],
-            cwd=project, env={**ENV, **({"CRASH": "1"} if crash else {})},
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+    def run(script: str, *args: str, crash: bool = False) -> subprocess.CompletedProcess:
+        env = {**ENV, **({"CRASH": "1"} if crash else {})}
+        return torchrun(project, "--smoke", "--epochs", "2", *args, script=script, env=env)
 
-    straight = torchrun("train.py", "--checkpoint-dir", "a")
+    straight = run("train.py", "--checkpoint-dir", "a")
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
-    assert torchrun("train.py", "--checkpoint-dir", "b", crash=True).returncode != 0
-    resumed = torchrun("drive.py", "--checkpoint-dir", "b", "--resume")
+    assert run("train.py", "--checkpoint-dir", "b", crash=True).returncode != 0
+    resumed = run("drive.py", "--checkpoint-dir", "b", "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     # one read to resume, on rank 0 (a read on rank 1 fails the run); the smoke check
     # reads the checkpoints again afterwards
@@ -261,11 +239,7 @@ def test_hugging_face_runs_repeat_exactly_with_the_same_seed(tmp_path):
     project = generate(tmp_path, "--framework", "hf", "--tracker", "none")
 
     def run(directory: str) -> dict:
-        result = subprocess.run(
-            [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", "--smoke",
-             "--checkpoint-dir", directory],
-            cwd=project, env=ENV, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        result = torchrun(project, "--smoke", "--checkpoint-dir", directory, env=ENV)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         return report_of(result.stdout)
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import elastic_group
-from .test_smoke_e2e import report_of
+from .conftest import elastic_group, report_of
 
 STEP_LINE = re.compile(r"\] (step (\d+)/\d+ loss \S+ lr \S+)")
 

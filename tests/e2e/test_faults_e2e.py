@@ -13,17 +13,14 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_genie
+from .conftest import CPU_ENV, generate
 
 pytestmark = pytest.mark.e2e
-CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    where = tmp_path_factory.mktemp("faults")
-    result = run_genie("new", "proj", "--yes", "--no-smoke", cwd=where)
-    assert result.returncode == 0, result.stderr
-    return where / "proj"
+    return generate(tmp_path_factory.mktemp("faults"))
 
 
 def processes_of(project: Path) -> list[int]:
@@ -88,10 +85,7 @@ def test_a_broken_gradient_that_keeps_the_weights_in_sync_fails_the_learning_che
     """grad:1:-1 negates rank 1's gradient before the average: the ranks stay identical, the
     model stops learning, and only the learning check can tell."""
     if framework != "ddp":
-        made = run_genie("new", "p", "--yes", "--no-smoke", "--framework", framework,
-                         "--task", task, cwd=tmp_path)  # fmt: skip
-        assert made.returncode == 0, made.stderr
-        project = tmp_path / "p"
+        project = generate(tmp_path, "--framework", framework, "--task", task, name="p")
     result = smoke_with_fault(project, "grad:1:-1")
     assert result.returncode == 1, result.stdout[-3000:]
     assert "identical on all 2 ranks" in result.stdout  # in sync: that check passes

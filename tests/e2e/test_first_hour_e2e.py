@@ -6,21 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from genie import contract
 
-from ..conftest import run_genie
+from .conftest import CPU_ENV, THIS_PYTHON, generate
 
 pytestmark = pytest.mark.e2e
-
-
-def generate(where: Path, *flags: str) -> Path:
-    result = run_genie("new", "demo", "--yes", "--no-smoke", *flags, cwd=where)
-    assert result.returncode == 0, result.stderr
-    return where / "demo"
 
 
 def test_the_projects_pytest_works_inside_another_projects_tree(tmp_path):
@@ -29,7 +22,7 @@ def test_the_projects_pytest_works_inside_another_projects_tree(tmp_path):
         '[tool.pytest.ini_options]\naddopts = "-n auto --an-option-nobody-has"\n'
     )
     (tmp_path / "conftest.py").write_text("raise SystemExit('the outer conftest was read')\n")
-    project = generate(tmp_path)
+    project = generate(tmp_path, name="demo")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=project, capture_output=True, text=True, timeout=300,
@@ -40,14 +33,13 @@ def test_the_projects_pytest_works_inside_another_projects_tree(tmp_path):
 
 
 def test_the_launch_script_runs_clean_and_ends_with_one_summary_line(tmp_path):
-    project = generate(tmp_path)
+    project = generate(tmp_path, name="demo")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env.update(CPU_ENV, **THIS_PYTHON)
     result = subprocess.run(
         ["bash", "launch/single_node.sh", "--smoke", "--checkpoint-dir", str(tmp_path / "ck"),
          "--log-dir", str(tmp_path / "runs")],
-        cwd=project, env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"},
-        capture_output=True, text=True, timeout=600,
+        cwd=project, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     out = result.stdout + result.stderr
     assert result.returncode == 0, out

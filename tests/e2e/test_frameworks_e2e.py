@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import run_genie
+from ..conftest import TORCHRUN, run_genie
 from ..variants import COMBOS
-from .conftest import OFFLINE, combo_group
-from .test_smoke_e2e import generate, report_of
+from .conftest import OFFLINE, THIS_PYTHON, combo_group, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
 # Lightning's notices a project has answered: the val metrics are reduced by the project
@@ -114,8 +113,7 @@ def test_offline_the_data_that_cannot_be_had_is_named_in_one_line(combo_runs, co
             "--log-dir", str(tmp_path / "runs")]  # fmt: skip
     if combo.endswith("-cv"):
         args += ["--download-dir", str(tmp_path / "data")]
-    env = {**os.environ, **NO_NETWORK, "HF_HOME": str(tmp_path / "hf"),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    env = {**os.environ, **NO_NETWORK, "HF_HOME": str(tmp_path / "hf"), **THIS_PYTHON}
     done = subprocess.run(["bash", "launch/single_node.sh", *args], cwd=run.project, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     output = done.stdout + done.stderr
@@ -128,21 +126,13 @@ def test_offline_the_data_that_cannot_be_had_is_named_in_one_line(combo_runs, co
     assert output.count("Traceback") <= (1 if combo != "dp-nlp" else 0), output[-3000:]
 
 
-def torchrun(project: Path, nproc: int, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={nproc}", "train.py", *args],
-        cwd=project, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-
-
 def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
     """Gradient averaging and sampler sharding are right: same data, same updates."""
     import torch
 
     project = generate(tmp_path, "--lr", "0.01")
-    two = torchrun(project, 2, "--smoke", "--batch-size", "4", "--checkpoint-dir", "two")
-    one = torchrun(project, 1, "--smoke", "--batch-size", "8", "--checkpoint-dir", "one")
+    two = torchrun(project, "--smoke", "--batch-size", "4", "--checkpoint-dir", "two")
+    one = torchrun(project, "--smoke", "--batch-size", "8", "--checkpoint-dir", "one", nproc=1)
     assert two.returncode == 0 and one.returncode == 0, two.stdout + two.stderr + one.stderr
     a = torch.load(project / "two" / "last.pt", weights_only=True)
     b = torch.load(project / "one" / "last.pt", weights_only=True)
@@ -154,7 +144,7 @@ def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
         initial = name
     assert initial is not None
     # and the test can fail: a different per-rank batch gives different weights
-    other = torchrun(project, 2, "--smoke", "--batch-size", "8", "--checkpoint-dir", "other")
+    other = torchrun(project, "--smoke", "--batch-size", "8", "--checkpoint-dir", "other")
     assert other.returncode == 0
     c = torch.load(project / "other" / "last.pt", weights_only=True)
     assert not all(torch.allclose(c["model"][k], b["model"][k]) for k in c["model"])
@@ -169,10 +159,10 @@ def test_accumulating_k_batches_of_b_equals_one_batch_of_kb_even_in_a_short_last
     project = generate(tmp_path, "--lr", "0.01")
     # 64 samples (--smoke would size its data to whole steps)
     common = ("--smoke", "--num-samples", "64", "--val-fraction", "0.25", "--tracker", "none")
-    accum = torchrun(project, 1, *common, "--batch-size", "8", "--grad-accum", "4",
-                     "--checkpoint-dir", "accum")  # fmt: skip
-    whole = torchrun(project, 1, *common, "--batch-size", "16", "--grad-accum", "2",
-                     "--checkpoint-dir", "whole")  # fmt: skip
+    accum = torchrun(project, *common, "--batch-size", "8", "--grad-accum", "4",
+                     "--checkpoint-dir", "accum", nproc=1)  # fmt: skip
+    whole = torchrun(project, *common, "--batch-size", "16", "--grad-accum", "2",
+                     "--checkpoint-dir", "whole", nproc=1)  # fmt: skip
     assert accum.returncode == 0 and whole.returncode == 0, accum.stderr + whole.stderr
     a = torch.load(project / "accum" / "last.pt", weights_only=True)
     b = torch.load(project / "whole" / "last.pt", weights_only=True)
@@ -192,7 +182,7 @@ def test_cv_trains_on_a_real_image_folder(tmp_path):
         for i in range(8):
             pixels = bytes(generator.randrange(256) for _ in range(40 * 40 * 3))
             Image.frombytes("RGB", (40, 40), pixels).save(folder / f"{i}.png")
-    result = torchrun(project, 2, "--data-dir", "images", "--image-size", "32", "--epochs", "1",
+    result = torchrun(project, "--data-dir", "images", "--image-size", "32", "--epochs", "1",
                       "--batch-size", "4", "--num-workers", "0", "--checkpoint-dir", "ck")  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     import torch
@@ -220,7 +210,7 @@ def test_nlp_trains_from_a_local_csv_and_a_local_model_folder(tmp_path):
     BertForSequenceClassification(config).save_pretrained(project / "tiny-model")
     rows = ["text,label"] + [f"{w} movie very {w},{i % 3}" for i, w in enumerate(words[4:] * 4)]
     (project / "train.csv").write_text("\n".join(rows) + "\n")
-    result = torchrun(project, 2, "--model-name", "tiny-model", "--dataset", "csv",
+    result = torchrun(project, "--model-name", "tiny-model", "--dataset", "csv",
                       "--data-files", "train.csv", "--max-length", "8", "--epochs", "1",
                       "--batch-size", "2", "--num-workers", "0", "--checkpoint-dir", "ck")  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -251,7 +241,7 @@ def test_framework_checkpoints_load_back_with_resume(combo_runs, tmp_path, combo
     shutil.copytree(trained / "checkpoints", ck)
     assert (ck / checkpoint).exists(), sorted(p.name for p in ck.iterdir())
     launcher = [sys.executable] if framework == "dp" else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]  # fmt: skip
+        *TORCHRUN, "--standalone", "--nproc_per_node=2"]  # fmt: skip
     longer = ("--schedule-change", "continue") if framework == "dp" else ()  # genie's own loop
     second = subprocess.run(
         [*launcher, "train.py", "--smoke", "--precision", "fp32", "--checkpoint-dir", str(ck),
@@ -273,11 +263,11 @@ def test_distributed_accuracy_equals_single_process_accuracy_on_uneven_data(tmp_
     the metric must count each real sample once, exactly as one process does."""
     project = generate(tmp_path)
     common = ("--num-samples", "100", "--val-fraction", "0.13", "--checkpoint-dir", "ck")
-    trained = torchrun(project, 2, "--epochs", "1", *common)
+    trained = torchrun(project, "--epochs", "1", *common)
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
     results = {}
     for nproc in (1, 2, 3):
-        run = torchrun(project, nproc, "--eval-only", *common)
+        run = torchrun(project, "--eval-only", *common, nproc=nproc)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         [line] = [x for x in run.stdout.splitlines() if "validation: {" in x]
         results[nproc] = {

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ..conftest import run_genie
-from .test_frameworks_e2e import OFFLINE, torchrun
-from .test_smoke_e2e import generate, report_of
+from .conftest import OFFLINE, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +31,7 @@ def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
     ddp = generate(tmp_path, *flags, name="ddp")
     fsdp = generate(tmp_path, *flags, "--strategy", "fsdp", name="fsdp")
     for project in (ddp, fsdp):
-        run = torchrun(project, 2, "--smoke", "--checkpoint-dir", "ck")
+        run = torchrun(project, "--smoke", "--checkpoint-dir", "ck")
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     a = torch.load(ddp / "ck" / "last.pt", weights_only=True)
     b = torch.load(fsdp / "ck" / "last.pt", weights_only=True)
@@ -46,10 +45,10 @@ def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
 
 def test_fsdp_checkpoint_resumes_on_a_different_number_of_processes(tmp_path):
     project = generate(tmp_path, "--strategy", "fsdp")
-    first = torchrun(project, 2, "--smoke", "--checkpoint-dir", "ck")
+    first = torchrun(project, "--smoke", "--checkpoint-dir", "ck")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    second = torchrun(project, 1, "--smoke", "--checkpoint-dir", "ck", "--resume", "--epochs", "3",
-                      "--schedule-change", "continue")  # fmt: skip
+    second = torchrun(project, "--smoke", "--checkpoint-dir", "ck", "--resume", "--epochs", "3",
+                      "--schedule-change", "continue", nproc=1)  # fmt: skip
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "resumed from ck/last.pt at epoch 2, step 16" in second.stdout
     report = report_of(second.stdout)

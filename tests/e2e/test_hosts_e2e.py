@@ -25,7 +25,7 @@ from genie.smoke.torchrun_output import strip_prefixes
 from genie.spec import build_spec
 
 from ..conftest import run_genie
-from .conftest import WAITING_GROUP, count_preparations
+from .conftest import WAITING_GROUP, count_preparations, generate
 from .hosts import MASTER, PORT, Node, copies, need_hosts, report_line, run_nodes
 
 pytestmark = [pytest.mark.e2e, WAITING_GROUP]
@@ -35,21 +35,16 @@ PREFLIGHT = "GENIE_PREFLIGHT "
 DEFAULT_WAIT, QUICK_WAIT, MARGIN = 27, 10, 12
 
 
-def generate(root: Path, rdzv: str, framework: str = "ddp") -> Path:
-    result = run_genie(
-        "new", f"{framework}-{rdzv}", "--yes", "--no-smoke", "--framework", framework,
-        "--nodes", "2", "--gpus-per-node", "0", "--nproc-per-node", "1", "--master-addr",
-        MASTER, "--master-port", PORT, "--rdzv", rdzv, "--scheduler", "none", cwd=root,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return root / f"{framework}-{rdzv}"
-
-
 @pytest.fixture(scope="session")
 def projects(tmp_path_factory):
     need_hosts()
     root = tmp_path_factory.mktemp("hosts")
-    return {rdzv: generate(root, rdzv) for rdzv in ("c10d", "static")}
+    flags = ("--framework", "ddp", "--nodes", "2", "--gpus-per-node", "0", "--nproc-per-node",
+             "1", "--master-addr", MASTER, "--master-port", PORT, "--scheduler", "none")  # fmt: skip
+    return {
+        rdzv: generate(root, *flags, "--rdzv", rdzv, name=f"ddp-{rdzv}")
+        for rdzv in ("c10d", "static")
+    }
 
 
 def two(**node1) -> list[Node]:
@@ -264,9 +259,9 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
 def lost_and_back(net, dirs: list[Path], args: list[str]) -> list[Path]:
     """Start both nodes, node 1 to hang at its 10th step (in epoch 2); kill node 1 whole once
     it hangs; start it again; wait for both. Returns the nodes' log files."""
-    from .hosts import CPU_ENV
+    from .hosts import HOST_ENV
 
-    env = {**os.environ, **CPU_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT}
+    env = {**os.environ, **HOST_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT}
     logs = [tmp / "out.log" for tmp in dirs]
 
     def start(k: int, extra: dict) -> subprocess.Popen:
@@ -337,7 +332,7 @@ def wait_for(signature: str, logs: list[Path], seconds: float, procs=()) -> None
 @pytest.mark.parametrize("signature", list(TORCH_ALONE))
 def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signature):
     rdzv, node1, master1, started, seconds, conf = TORCH_ALONE[signature]
-    from .hosts import CPU_ENV
+    from .hosts import HOST_ENV
 
     dirs = copies(projects[rdzv], tmp_path, 2)
     configs = [hosts.HostConfig("node0", **node1), hosts.HostConfig("node1", **node1)]
@@ -349,7 +344,7 @@ def test_genie_explain_names_what_torch_alone_fails_on(projects, tmp_path, signa
                 torchrun_alone(k, rdzv, MASTER if k == 0 else master1, conf)
             )
             with open(logs[k], "w") as log:
-                procs.append(subprocess.Popen(argv, cwd=dirs[k], env={**os.environ, **CPU_ENV},
+                procs.append(subprocess.Popen(argv, cwd=dirs[k], env={**os.environ, **HOST_ENV},
                                               stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
         wait_for(signature, [logs[k] for k in started], seconds, procs)
         if signature == "hostname_unresolved":
@@ -386,14 +381,14 @@ def test_doctor_on_node_1_says_whether_its_hostname_leads_the_others_to_it(
     projects, tmp_path, own_name, status
 ):
     """warn, not fail: the project's launch script passes --local_addr and the interfaces."""
-    from .hosts import CPU_ENV
+    from .hosts import HOST_ENV
 
     dirs = copies(projects["c10d"], tmp_path, 2)
     configs = [hosts.HostConfig("node0"), hosts.HostConfig("node1", own_name=own_name)]
     with hosts.network(configs) as net:
         argv = net.hosts[1].command([sys.executable, "-m", "genie", "doctor", "--project",
                                      str(dirs[1]), "--json"])  # fmt: skip
-        done = subprocess.run(argv, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
+        done = subprocess.run(argv, env={**os.environ, **HOST_ENV}, capture_output=True, text=True,
                               timeout=120)  # fmt: skip
     checks = {c["id"]: c for c in json.loads(done.stdout)}
     assert checks["hostname"]["status"] == status, checks["hostname"]

@@ -11,15 +11,14 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import ELASTIC_TRAINING, elastic_group
+from ..conftest import TORCHRUN
+from .conftest import ELASTIC_TRAINING, elastic_group, report_of
 from .test_elastic_e2e import final_state, steps_logged
-from .test_smoke_e2e import report_of
 
 pytestmark = pytest.mark.e2e  # the straight runs are elastic_runs'
 # The ranks vote on a stop signal after every optimizer step (by default about every 0.5 s):
@@ -27,12 +26,12 @@ pytestmark = pytest.mark.e2e  # the straight runs are elastic_runs'
 EVERY_STEP = {"GENIE_STOP_VOTE_SECONDS": "0"}
 
 
-def torchrun(project: Path, env: dict, folder: str, *extra: str, fault: str = "",
-             restarts: int = 0) -> subprocess.Popen:  # fmt: skip
+def start(project: Path, env: dict, folder: str, *extra: str, fault: str = "",
+          restarts: int = 0) -> subprocess.Popen:  # fmt: skip
+    """A 2-process --smoke run under torchrun, started in the background (output merged)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         f"--max_restarts={restarts}", "train.py", "--smoke", *ELASTIC_TRAINING,
-         "--checkpoint-dir", folder, *extra],
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", f"--max_restarts={restarts}",
+         "train.py", "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", folder, *extra],
         cwd=project, env={**env, "GENIE_FAULT": fault} if fault else env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -64,12 +63,12 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
     --resume, and ends as the uninterrupted run ends."""
     run = elastic_runs("ddp")
     straight = run.straight.stdout + run.straight.stderr
-    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:*:5"))
+    code, first = finish(start(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:*:5"))
     assert code != 0 and "exitcode  : 75" in first, first[-5000:]
     assert "SIGUSR1: stopped at step 6, checkpoint written to preempted/last.pt" in first
     assert (run.project / "preempted" / "PREEMPTED").exists()
     # the default vote cadence, about every 0.5 s: 0.1 s steps vote every few steps
-    second = torchrun(run.project, run.env, "preempted", fault="slow:*:0.1")
+    second = start(run.project, run.env, "preempted", fault="slow:*:0.1")
     seen = ""
     assert second.stdout is not None
     for line in second.stdout:  # let it train a few steps, then stop it as a cluster would
@@ -83,7 +82,7 @@ def test_a_preempted_run_checkpoints_at_a_step_exits_75_and_the_next_start_resum
     stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+)", seen)
     assert code != 0 and stopped, seen[-5000:]
     assert "resuming from step 6 of preempted/last.pt" in seen
-    code, third = finish(torchrun(run.project, run.env, "preempted"))
+    code, third = finish(start(run.project, run.env, "preempted"))
     assert code == 0, third[-5000:]
     assert f"resuming from step {stopped[1]} of preempted/last.pt" in third
     assert not (run.project / "preempted" / "PREEMPTED").exists()
@@ -108,7 +107,7 @@ def test_a_kill_at_every_step_of_an_epoch_and_the_next_resumes_to_the_same_end(
     # restarted group failed ("Gloo connectFullMesh failed ... Connection refused" on 2 of 9
     # restarts) or hung in init_process_group (measured with a 30-line script, no genie)
     env = {**run.env, "GENIE_FAULT_MARKER": str(marker), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    process = torchrun(run.project, env, "every", fault=f"kill:1:{','.join(kills)}", restarts=9)
+    process = start(run.project, env, "every", fault=f"kill:1:{','.join(kills)}", restarts=9)
     code, log = finish(process)
     assert code == 0, log[-5000:]
     assert marker.read_text().split() == kills
@@ -128,7 +127,7 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     step later), the Trainer saves checkpoint-6 and the processes exit 75; a plain start resumes
     there, mid-epoch, and ends with the weights and RNG states of the uninterrupted run."""
     run = elastic_runs("hf")
-    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
+    code, first = finish(start(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
     # the ranks exit 75 after the checkpoint; torchrun stops one still shutting down
     # once it sees the first exit (SIGTERM: -15)
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
@@ -136,7 +135,7 @@ def test_a_preempted_hugging_face_run_saves_at_the_step_and_the_next_start_resum
     said = "another rank's signal: stopped at step 6, checkpoint written to preempted/checkpoint-6"
     assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
     assert (run.project / "preempted" / "PREEMPTED").exists()
-    code, second = finish(torchrun(run.project, run.env, "preempted"))
+    code, second = finish(start(run.project, run.env, "preempted"))
     assert code == 0, second[-5000:]
     assert "resuming from preempted/checkpoint-6" in second
     assert not (run.project / "preempted" / "PREEMPTED").exists()
@@ -153,13 +152,13 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
     state of the uninterrupted run."""
     run = elastic_runs("lightning")
     last, marker = run.project / "preempted" / "last.ckpt", run.project / "preempted" / "PREEMPTED"
-    code, first = finish(torchrun(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
+    code, first = finish(start(run.project, run.env | EVERY_STEP, "preempted", fault="usr1:1:5"))
     codes = re.findall(r"exitcode\s*: (-?\d+)", first)
     assert code != 0 and "75" in codes and set(codes) <= {"75", "-15"}, first[-5000:]
     said = "another rank's signal: stopped at step 6, checkpoint written to preempted/last.ckpt"
     assert said in first, first[-5000:]  # rank 0 heard of it from rank 1
     assert marker.exists()
-    second = torchrun(run.project, run.env, "preempted", fault="slow:*:0.3")
+    second = start(run.project, run.env, "preempted", fault="slow:*:0.3")
     seen, saved = "", last.stat().st_mtime_ns
     assert second.stdout is not None
     for line in second.stdout:
@@ -174,7 +173,7 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
     seen += rest
     stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+)", seen)
     assert code != 0 and stopped and marker.exists(), seen[-5000:]
-    code, third = finish(torchrun(run.project, run.env, "preempted"))
+    code, third = finish(start(run.project, run.env, "preempted"))
     assert code == 0 and "resuming from preempted/last.ckpt" in third, third[-5000:]
     assert not marker.exists()
     report = report_of(third)
@@ -185,7 +184,7 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
 @elastic_group("ddp")
 def test_a_resume_that_would_change_the_schedule_stops_with_one_line(elastic_runs):
     run = elastic_runs("ddp")  # its straight run's checkpoint: 24 steps of a 24-step schedule
-    code, log = finish(torchrun(run.project, run.env, "straight", "--epochs", "4", "--resume"))
+    code, log = finish(start(run.project, run.env, "straight", "--epochs", "4", "--resume"))
     said = ("--resume: this run's LR schedule ends at step 32, the checkpoint's at 24: pass "
             "--schedule-change continue (this run's schedule, from step 24) or restart")  # fmt: skip
     assert code != 0 and said in log, log[-3000:]

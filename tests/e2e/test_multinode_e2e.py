@@ -17,7 +17,7 @@ from genie.smoke.plan import RunOptions
 from genie.spec import build_spec
 
 from ..conftest import run_genie
-from .test_smoke_e2e import CPU_ENV, generate, inject, report_of
+from .conftest import CPU_ENV, generate, inject, report_of
 
 pytestmark = pytest.mark.e2e
 MULTI = ("--nodes", "2", "--master-addr", "node0.example", "--gpus-per-node", "0")

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from .test_smoke_e2e import CPU_ENV, generate
+from .conftest import OFFLINE, THIS_PYTHON, generate
 
 pytestmark = pytest.mark.e2e
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colour, cursor moves, line erases
 # Where a log line starts: the project's own prefix (Lightning's dist_utils format, the
 # HF project's basicConfig), and the libraries' own loggers.
@@ -32,8 +30,7 @@ def screen_lines(stream: str) -> list[str]:
 
 def run_on_a_terminal(project: Path, tmp_path: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    env.update(CPU_ENV, **OFFLINE, TERM="xterm", COLUMNS="120", LINES="40")
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    env.update(OFFLINE, **THIS_PYTHON, TERM="xterm", COLUMNS="120", LINES="40")
     child = pexpect.spawn(
         "bash", ["launch/single_node.sh", "--smoke", "--checkpoint-dir", str(tmp_path / "ck")],
         cwd=str(project), env=env, encoding="utf-8", timeout=300, dimensions=(40, 120),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,8 +15,7 @@ import pytest
 
 from .. import slurm_cluster
 from ..conftest import run_genie
-from .conftest import WAITING_GROUP
-from .test_smoke_e2e import CPU_ENV, inject, report_of
+from .conftest import CPU_ENV, WAITING_GROUP, generate, inject, report_of, torchrun
 
 # One SLURM for all of them: the same xdist worker (pytest --dist loadgroup), with the
 # separate hosts' tests (WAITING_GROUP).
@@ -59,10 +57,9 @@ def slurm_runs(slurm, tmp_path_factory):
         "raises": (), "hangs": (),
     }  # fmt: skip
     for name, flags in projects.items():
-        made = run_genie("new", name, "--yes", "--no-smoke", *SLURM_PROJECT, *flags, cwd=root)
-        assert made.returncode == 0, made.stderr
+        made = generate(root, *SLURM_PROJECT, *flags, name=name)
         if name in broken:
-            inject(root / name, anchor, broken[name])
+            inject(made, anchor, broken[name])
 
     def smoke(name: str) -> subprocess.CompletedProcess:
         timeout = ("--timeout", "40") if name == "hangs" else ()
@@ -165,11 +162,7 @@ def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(sl
     assert stopped and "exiting 75" in text, text[-4000:]
     assert f"resuming from step {stopped[1]} of preempted/last.pt" in text
     assert report_of(text)["steps"] == 24
-    straight = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", *train, "--checkpoint-dir", "straight"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    straight = torchrun(project, *train, "--checkpoint-dir", "straight", env=env, timeout=300)
     assert straight.returncode == 0, straight.stderr[-3000:]
     a, b = (
         torch.load(project / d / "last.pt", weights_only=True) for d in ("straight", "preempted")

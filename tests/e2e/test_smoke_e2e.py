@@ -2,54 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from genie import contract
-
 from ..conftest import run_genie
-from .conftest import combo_group, elastic_group
+from .conftest import CPU_ENV, combo_group, elastic_group, generate, inject, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
-CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
-
-
-def report_of(output: str) -> dict:
-    [line] = [x for x in output.splitlines() if contract.MARKER in x]
-    return json.loads(line.split(contract.MARKER, 1)[1])
-
-
-# Projects generated in this process, by flags: a test gets its own copy of the pristine one
-# (generation is checked by the goldens and genie new's own tests; its 2 s add up here).
-_GENERATED: dict[tuple[str, ...], Path] = {}
-
-
-def generate(tmp_path: Path, *flags: str, name: str = "proj") -> Path:
-    key = (name, *flags)
-    if key not in _GENERATED:
-        where = Path(tempfile.mkdtemp(prefix="genie-generated-"))
-        atexit.register(shutil.rmtree, where, ignore_errors=True)
-        result = run_genie("new", name, "--yes", "--no-smoke", *flags, cwd=where)
-        assert result.returncode == 0, result.stderr
-        _GENERATED[key] = where / name
-    shutil.copytree(_GENERATED[key], tmp_path / name, symlinks=True)
-    return tmp_path / name
-
-
-def inject(project: Path, anchor: str, code: str) -> None:
-    """Break the generated train.py on purpose by inserting ``code`` before ``anchor``."""
-    path = project / "train.py"
-    source = path.read_text()
-    assert source.count(anchor) == 1, anchor
-    path.write_text(source.replace(anchor, code + anchor))
 
 
 @combo_group("ddp-custom")
@@ -103,12 +61,8 @@ def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
 
 def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     project = generate(tmp_path, "--batch-size", "64")
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            "train.py", "--num-workers", "0", "--checkpoint-dir", "ck"]  # fmt: skip
-    env = {**os.environ, **CPU_ENV}
-    first = subprocess.run(
-        [*base, "--epochs", "1"], cwd=project, env=env, capture_output=True, text=True
-    )
+    base = ["--num-workers", "0", "--checkpoint-dir", "ck"]
+    first = torchrun(project, *base, "--epochs", "1")
     assert first.returncode == 0, first.stdout + first.stderr
     import torch
 
@@ -124,13 +78,7 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
     # the LR schedule it followed: 57 steps
     assert state["scheduler"]["lr_lambdas"][0]["end"] == 57
     assert state["optimizer"]["state"], "optimizer moments must be saved"
-    second = subprocess.run(
-        [*base, "--epochs", "2", "--resume", "--schedule-change", "continue"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    second = torchrun(project, *base, "--epochs", "2", "--resume", "--schedule-change", "continue")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from ck/last.pt at epoch 1, step 57" in second.stdout
     state = torch.load(project / "ck" / "last.pt", weights_only=True)
@@ -141,11 +89,7 @@ def test_training_resumes_model_optimizer_epoch_and_step(tmp_path):
 
 def test_resume_without_a_checkpoint_says_so(tmp_path):
     project = generate(tmp_path)
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train.py", "--smoke", "--resume", "--checkpoint-dir", "none"],
-        cwd=project, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
-    )  # fmt: skip
+    result = torchrun(project, "--smoke", "--resume", "--checkpoint-dir", "none")
     assert (
         result.returncode != 0
         and "--resume: no checkpoint at none/last.pt" in result.stdout + result.stderr
@@ -179,11 +123,7 @@ def test_a_chosen_tracker_that_is_not_installed_is_named_with_the_fix(tmp_path):
     assert f"lacks wandb: pip install -r {tmp_path / 'p' / 'requirements.txt'}" in result.stderr
     assert "wandb>=" in (tmp_path / "p" / "requirements.txt").read_text()
     # and train.py itself, run without genie, says the same in one line
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-         "train.py", "--smoke", "--checkpoint-dir", "ck"],
-        cwd=tmp_path / "p", env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
-    )  # fmt: skip
+    run = torchrun(tmp_path / "p", "--smoke", "--checkpoint-dir", "ck", nproc=1)
     assert run.returncode != 0
     assert "--tracker wandb: wandb is not installed; pip install wandb, or pass --tracker none" in (
         run.stdout + run.stderr
@@ -198,12 +138,8 @@ def test_max_grad_norm_zero_turns_clipping_off_instead_of_zeroing_gradients(tmp_
     project = generate(tmp_path)
 
     def final_weights(norm: str) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-             "train.py", "--smoke", "--tracker", "none", "--max-grad-norm", norm,
-             "--checkpoint-dir", f"ck-{norm}"],
-            cwd=project, env={**os.environ, **CPU_ENV}, capture_output=True, text=True,
-        )  # fmt: skip
+        done = torchrun(project, "--smoke", "--tracker", "none", "--max-grad-norm",
+                        norm, "--checkpoint-dir", f"ck-{norm}", nproc=1)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         return torch.load(project / f"ck-{norm}" / "last.pt", weights_only=True)["model"]
 

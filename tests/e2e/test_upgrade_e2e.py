@@ -13,13 +13,13 @@ from genie.detect import Machine
 from genie.generate import archive, write
 from genie.spec import build_spec
 
-from ..conftest import ROOT, project_code, run_genie, tree
-from ..test_generated_rules import LOCAL_DEVICES, calls, stranded_comments
+from ..conftest import ROOT, calls, imported_names, project_code, run_genie, tree
+from ..test_generated_rules import LOCAL_DEVICES, stranded_comments
 from ..upgrade_corpus import EDITS, SPEC, older_templates, render_with
+from .conftest import CPU_ENV
 
 pytestmark = pytest.mark.e2e
 MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
-CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 EARLIER = ROOT / "tests" / "upgrade_data" / "genie-f9c2434-before-long-runs.tar.gz"
 
 
@@ -89,12 +89,7 @@ def test_an_edited_fsdp_project_moves_from_torch_2_4_to_2_14_and_trains(tmp_path
     assert 'torch: "2.14"' in now[".genie.yml"].decode()
     assert "torch>=2.14," in now["requirements-torch.txt"].decode()
     source = project_code(now)
-    imports = {
-        f"{n.module}.{a.name}"
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.ImportFrom)
-        for a in n.names
-    }
+    imports = imported_names(source)
     assert "torch.distributed.fsdp.fully_shard" in imports  # FSDP2 from torch 2.6
     assert "torch.distributed.fsdp.FullyShardedDataParallel" not in imports
     assert "torch.amp.GradScaler" in source and "torch.cuda.amp" not in source
