@@ -242,3 +242,20 @@ def test_a_hint_never_runs_into_the_answer(cpu_machine):
     assert "slower.) (y/N) No" in shown and ".)No" not in shown
     shown = _screen(cpu_machine, "batch_size", 32, ENTER)
     assert "accumulation steps.)  32" in shown or "accumulation steps.) 32" in shown
+
+
+def test_hints_wrap_at_words_and_between_wide_characters():
+    from genie.cjk import cells, wrap
+
+    text = "(c10d: after a failure torchrun restarts every worker, --master-addr kept.)"
+    lines = wrap(text, 30, start=20, indent="  ")
+    assert lines[0] == "(c10d:" and " ".join(x.strip() for x in lines) == text
+    assert all(cells(x) <= 30 for x in lines) and "  --master-addr kept.)" in lines
+    assert wrap("checkpointing", 30, start=25, indent="  ") == ["", "  checkpointing"]
+    chinese = wrap(
+        "（每个节点运行一个 torchrun；设为 1 则全部在本机运行。）", 20, start=4, indent="  "
+    )
+    assert all(cells(x) <= 20 for x in chinese) and "".join(chinese).count("torchrun") == 1
+    assert not [x for x in chinese if x.strip()[:1] in "，。；）"], chinese  # kinsoku
+    # room for the answer: the last word goes down with it rather than leave it no space
+    assert wrap("one two three", 16, room=4) == ["one two", "three"]
