@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
+import unicodedata
 
 import pexpect
 
@@ -147,3 +149,119 @@ def test_ctrl_c_at_a_chinese_prompt_exits_130_and_writes_nothing(tmp_path):
     child.close()
     assert child.exitstatus == 130
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- on a screen, as it looks
+
+_TOKEN = re.compile(
+    r"\x1b\[(?P<private>[?>=]?)(?P<args>[0-9;]*)[ -/]*(?P<final>[@-~])"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: a title
+    r"|\x1b[()][0-9A-Za-z]|\x1b[=>78]"
+    r"|(?P<control>[\x00-\x1f])"
+    r"|(?P<char>[^\x00-\x1f\x1b])"
+)
+_INCOMPLETE = re.compile(r"\x1b(\[[?>=]?[0-9;]*[ -/]*|\][^\x07]*|[()])?$")
+
+
+class Screen:
+    """A small terminal: draws a child's output on rows x columns cells (a wide character
+    takes two) and answers its cursor-position requests, as xterm does; prompt_toolkit then
+    knows the rows below the cursor, as in a real terminal."""
+
+    def __init__(self, child: pexpect.spawn, rows: int, columns: int) -> None:
+        self.child, self.rows, self.columns = child, rows, columns
+        self.cells = [[" "] * columns for _ in range(rows)]
+        self.y = self.x = 0
+        self.autowrap, self.rest = True, ""
+
+    def lines(self) -> list[str]:
+        return ["".join(row).rstrip() for row in self.cells]
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def row_of(self, text: str, start: int = 0) -> int:
+        return next(i for i, line in enumerate(self.lines()) if text in line and i >= start)
+
+    def wait_for(self, text: str, timeout: float = 10) -> None:
+        """Read the child's output until ``text`` is on the screen."""
+        deadline = time.monotonic() + timeout
+        while text not in self.text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not on the screen:\n{self.text()}")
+            try:
+                self.feed(self.child.read_nonblocking(4096, timeout=0.05))
+            except pexpect.TIMEOUT:
+                pass
+
+    def feed(self, data: str) -> None:
+        data, self.rest = self.rest + data, ""
+        cut = _INCOMPLETE.search(data)
+        if cut:  # an escape sequence split between two reads
+            data, self.rest = data[: cut.start()], data[cut.start() :]
+        for token in _TOKEN.finditer(data):
+            if token["char"]:
+                self._put(token["char"])
+            elif token["control"]:
+                self._control(token["control"])
+            elif token["final"]:
+                self._csi(token["private"], token["args"], token["final"])
+
+    def _put(self, char: str) -> None:
+        width = 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        if self.x + width > self.columns:
+            if not self.autowrap:
+                self.x = self.columns - width
+            else:
+                self.x = 0
+                self._line_feed()
+        self.cells[self.y][self.x] = char
+        if width == 2:
+            self.cells[self.y][self.x + 1] = ""
+        self.x += width
+
+    def _line_feed(self) -> None:
+        if self.y == self.rows - 1:
+            self.cells = self.cells[1:] + [[" "] * self.columns]
+        else:
+            self.y += 1
+
+    def _control(self, char: str) -> None:
+        if char == "\r":
+            self.x = 0
+        elif char == "\n":
+            self._line_feed()
+        elif char == "\b":
+            self.x = max(self.x - 1, 0)
+
+    def _csi(self, private: str, args: str, final: str) -> None:
+        n = int(args.split(";")[0] or 1) if final in "ABCD" else 0
+        if final == "A":
+            self.y = max(self.y - n, 0)
+        elif final == "B":
+            self.y = min(self.y + n, self.rows - 1)
+        elif final == "C":
+            self.x = min(self.x + n, self.columns - 1)
+        elif final == "D":
+            self.x = max(min(self.x, self.columns - 1) - n, 0)
+        elif final in "Hf":
+            row, _, column = args.partition(";")
+            self.y, self.x = int(row or 1) - 1, int(column or 1) - 1
+        elif final == "J":
+            self.cells[self.y][self.x :] = [" "] * (self.columns - self.x)
+            self.cells[self.y + 1 :] = [[" "] * self.columns for _ in self.cells[self.y + 1 :]]
+        elif final == "K":
+            self.cells[self.y][self.x :] = [" "] * (self.columns - self.x)
+        elif final in "hl" and private == "?" and "7" in args.split(";"):
+            self.autowrap = final == "h"
+        elif final == "n" and args == "6":
+            self.child.send(f"\x1b[{self.y + 1};{self.x + 1}R")
+
+
+def on_screen(tmp_path, *args: str, columns: int = 80, env=ENV) -> Screen:
+    child = pexpect.spawn(
+        sys.executable, ["-m", "genie", *args], cwd=str(tmp_path),
+        env={**env, "COLUMNS": str(columns)}, encoding="utf-8", timeout=30,
+        dimensions=(40, columns),
+    )  # fmt: skip
+    return Screen(child, 40, columns)
