@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from prompt_toolkit import Application
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.layout import Window
+    from prompt_toolkit.output import Output
 
 BACK_KEYS = ("escape", "c-z")  # Esc is the one documented; Ctrl-Z is where "undo" is
 INDENT = "  "  # a hint's later lines, and an error's, start under the question
@@ -98,20 +99,22 @@ def say(message: str, style: str, **kwargs: Any) -> None:
     """A line between two prompts (a warning, a note), wrapped at words like a hint."""
     import questionary
 
-    out = {"output": kwargs["output"]} if "output" in kwargs else {}
+    output = _output(kwargs)
     indent = " " * (len(message) - len(message.lstrip()) + 2)  # "  ! " or "": under the text
-    lines = cjk.wrap(message, _columns(kwargs), indent=indent)
-    questionary.print("\n".join(lines), style=style, **out)
+    lines = cjk.wrap(message, _columns({"output": output}), indent=indent)
+    questionary.print("\n".join(lines), style=style, output=output)
+
+
+def _output(kwargs: dict[str, Any]) -> Output:
+    """The prompts' output: the tests' one, else the terminal's (sys.stdout, as it is now)."""
+    from prompt_toolkit.output import create_output
+
+    return kwargs.get("output") or create_output()
 
 
 def _columns(kwargs: dict[str, Any]) -> int:
     """The terminal's width, as prompt_toolkit sees it."""
-    output = kwargs.get("output")
-    if output is None:
-        from prompt_toolkit.application.current import get_app_session
-
-        output = get_app_session().output
-    return max(output.get_size().columns, 20)
+    return max(_output(kwargs).get_size().columns, 20)
 
 
 def _wrapped(head: str, hint: str, width: int, room: int = 0) -> str:
