@@ -9,6 +9,10 @@ Choices are filtered by the answers already given, with the same rules the final
 (:func:`genie.rules.allowed`), and a reply is validated by those rules too; a problem that
 still slips through (a rule about an answer asked later) re-asks the offending question
 instead of exiting.
+
+The back key (Esc, or Ctrl-Z; :mod:`genie.prompts`) asks the question answered last again,
+with its answer as the default: the fields are resolved again from the first, and only the
+questions still due are asked.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from genie import prompts
 from genie.detect import Machine
 from genie.errors import SpecError
 from genie.i18n import _, ngettext
@@ -74,8 +79,9 @@ Ask = Callable[[Field, Any, Answers], Any]
 
 def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
     """An ``ask`` callback for build_spec: one question for one field. ``prompt_kwargs``
-    (``input``/``output``) go to prompt_toolkit, which is how tests type into the wizard."""
-    import questionary
+    (``input``/``output``) go to prompt_toolkit, which is how tests type into the wizard.
+    The back key raises :class:`genie.prompts.Back`; Ctrl-C KeyboardInterrupt, and the end
+    of input EOFError."""
 
     def ask(field: Field, default: Any, answers: Answers) -> Any:
         hint = _hint(field, machine)
@@ -84,48 +90,32 @@ def make_ask(machine: Machine, **prompt_kwargs: Any) -> Ask:
             if len(offered) == 1:  # the rules leave one value: nothing to ask
                 return offered[0]
             yes_no = _("(Y/n)") if default else _("(y/N)")
-            # The trailing space: "(y/N) No", not "(y/N)No".
-            question = questionary.confirm(
-                field.question,
-                default=bool(default),
-                instruction=f"{hint} {yes_no} ",
-                **prompt_kwargs,
-            )
+            reply = prompts.confirm(field.question, hint, bool(default), yes_no, **prompt_kwargs)
         elif field.choices:
             offered = rules.allowed(field, answers) or field.choices
             described = field.choice_help or {}
-            question = questionary.select(
-                field.question,
-                choices=[
-                    questionary.Choice(title, value=c, description=described.get(c))
-                    for c, title in zip(offered, field.titles(offered), strict=True)
-                ],
-                default=default if default in offered else None,
-                instruction=hint,
-                **prompt_kwargs,
-            )
+            titles = zip(offered, field.titles(offered), strict=True)
+            choices = [(c, title, described.get(c), None) for c, title in titles]
+            chosen = default if default in offered else None
+            reply = prompts.select(field.question, hint, choices, chosen, **prompt_kwargs)
         else:
-            question = questionary.text(
-                field.question,
-                default="" if default is None else str(default),
-                validate=_validator(field, answers),
-                instruction=hint,
-                **prompt_kwargs,
-            )
-        # unsafe_ask lets Ctrl-C (KeyboardInterrupt) and end of input (EOFError) through.
-        value = field.parse(question.unsafe_ask())
+            typed = "" if default is None else str(default)
+            validate = _validator(field, answers)
+            reply = prompts.text(field.question, hint, typed, validate, **prompt_kwargs)
+        value = field.parse(reply)
         if field.warnings and value in field.warnings:
-            _say("  ! " + field.warnings[value], prompt_kwargs)
+            _say("! " + field.warnings[value], prompt_kwargs)
         return value
 
     return ask
 
 
-def _say(text: str, prompt_kwargs: dict[str, Any]) -> None:
-    import questionary
+def _say(text: str, prompt_kwargs: dict[str, Any], style: str = "fg:ansiyellow") -> None:
+    prompts.say(prompts.INDENT + text, style, **prompt_kwargs)
 
-    out = {"output": prompt_kwargs["output"]} if "output" in prompt_kwargs else {}
-    questionary.print(text, style="fg:ansiyellow", **out)
+
+class _Restart(Exception):
+    """Go through the fields again from the first: the user went back one question."""
 
 
 class Session:
@@ -136,21 +126,46 @@ class Session:
         self.prompt_kwargs = prompt_kwargs
         self.answered: dict[str, Any] = {}  # what the user answered here (flags are in raw)
         self.to_ask: set[str] = set(ESSENTIALS)  # fields to ask on the next pass
-        self.reask: dict[str, str] = {}  # field -> the problem that made it be asked again
+        self.asked: list[str] = []  # this round's questions as answered: the back key's path
 
     def _hook(self, field: Field, default: Any, answers: Answers) -> Any:
         name = field.name
-        if name in self.to_ask:
-            self.to_ask.discard(name)
-            if name in self.answered:
-                default = self.answered[name]
-            self.answered[name] = self.ask(field, default, answers)
-        return self.answered.get(name, default)
+        if name not in self.to_ask:
+            return self.answered.get(name, default)
+        if name in self.answered:
+            default = self.answered[name]
+        while True:
+            try:
+                value = self.ask(field, default, answers)
+                break
+            except prompts.Back:
+                if self.back():
+                    raise _Restart from None
+        self.to_ask.discard(name)  # only now: going back from here asks this one again
+        self.answered[name] = value
+        self.asked.append(name)
+        return value
+
+    def back(self) -> bool:
+        """Ask the question answered last again, its answer the default (True), or say there
+        is none (False)."""
+        if not self.asked:
+            _say(_("No earlier question to go back to."), self.prompt_kwargs, style="")
+            return False
+        self.to_ask.add(self.asked.pop())
+        return True
+
+    def _resolve(self) -> dict[str, Any]:
+        while True:
+            try:
+                return spec_mod.resolve(self.raw, self.machine, self._hook)
+            except _Restart:
+                continue
 
     def values(self) -> dict[str, Any]:
         """Resolve every field, asking what is due; re-ask whatever a rule rejects."""
         for _attempt in range(_MAX_REASKS):
-            values = spec_mod.resolve(self.raw, self.machine, self._hook)
+            values = self._resolve()
             found = rules.problems(values)
             if not found:
                 return values
@@ -159,19 +174,25 @@ class Session:
             askable = [n for n in (rule.blames, *rule.needs) if n not in self.raw]
             if not askable:
                 break
-            name = askable[0]
-            _say("  ! " + problem, self.prompt_kwargs)
-            context = {k: v for k, v in values.items() if k != name}
-            field = FIELD_BY_NAME[name]
-            self.answered[name] = self.ask(
-                field, spec_mod.default(field, context, self.machine), context
-            )
+            _say("! " + problem, self.prompt_kwargs)
+            self.answered[askable[0]] = self._ask_again(FIELD_BY_NAME[askable[0]], values)
         spec_mod.finish(values)  # raises the problem, as --yes would
         return values
+
+    def _ask_again(self, field: Field, values: dict[str, Any]) -> Any:
+        """The answer a rule rejected, asked alone; the back key stays on it."""
+        context = {k: v for k, v in values.items() if k != field.name}
+        default = spec_mod.default(field, context, self.machine)
+        while True:
+            try:
+                return self.ask(field, default, context)
+            except prompts.Back:
+                _say(_("No earlier question to go back to."), self.prompt_kwargs, style="")
 
     def customize(self, values: dict[str, Any]) -> None:
         self.to_ask = {f.name for f in FIELDS if f.name not in (*ESSENTIALS, *NOT_TRAINING)}
         self.to_ask -= set(self.raw)
+        self.asked = []  # a new round of questions: the back key goes no further
         for name in self.to_ask:
             if values.get(name) is not None:
                 self.answered.setdefault(name, values[name])
@@ -189,43 +210,39 @@ def run(
 ) -> Spec | None:
     """The whole wizard: essentials, summary, then the menu until Generate (the spec) or
     Cancel (None). ``show`` prints the summary."""
-    import questionary
-
-    ask = make_ask(machine, **prompt_kwargs)
-    session = Session(raw, machine, ask, **prompt_kwargs)
+    session = Session(raw, machine, make_ask(machine, **prompt_kwargs), **prompt_kwargs)
+    intro = _("Enter keeps the default shown; Esc goes back one question; Ctrl-C quits.")
+    prompts.say(intro, "", **prompt_kwargs)
     while True:
         values = session.values()
         project = spec_mod.finish(values)
         show(project)
-        action = questionary.select(
-            _("Generate this project?"),
-            choices=[
-                questionary.Choice(_("Generate"), value=GENERATE, shortcut_key="y"),
-                questionary.Choice(_("Change a setting"), value=CHANGE, shortcut_key="c"),
-                questionary.Choice(
-                    _("Customize training settings"), value=CUSTOMIZE, shortcut_key="t"
-                ),
-                questionary.Choice(_("Cancel: write nothing"), value=CANCEL, shortcut_key="n"),
-            ],
-            use_shortcuts=True,
-            instruction=" ",
-            **prompt_kwargs,
-        ).unsafe_ask()
-        if action == GENERATE:
-            return project
-        if action == CANCEL:
-            return None
+        try:
+            action = prompts.select(_("Generate this project?"), " ", _menu(), **prompt_kwargs)
+        except prompts.Back:
+            session.back()  # to the last question; the summary comes again after it
+            continue
+        if action in (GENERATE, CANCEL):
+            return project if action == GENERATE else None
         if action == CUSTOMIZE:
             session.customize(values)
             continue
-        fields = session.changeable(values)
-        name = questionary.select(
-            _("Which setting?"),
-            choices=[
-                questionary.Choice(f"{f.question.rstrip('?？')}: {values[f.name]}", value=f.name)
-                for f in fields
-            ],
-            instruction=" ",
-            **prompt_kwargs,
-        ).unsafe_ask()
-        session.to_ask = {name}
+        choices = [
+            (f.name, f"{f.question.rstrip('?？')}: {values[f.name]}", None, None)
+            for f in session.changeable(values)
+        ]
+        try:
+            session.to_ask = {prompts.select(_("Which setting?"), " ", choices, **prompt_kwargs)}
+        except prompts.Back:
+            continue  # back to the summary and its menu
+        session.asked = []  # a new round of questions: the back key goes no further
+
+
+def _menu() -> list[tuple[str, str, None, str]]:
+    """The summary's menu: each letter chooses its entry at once."""
+    return [
+        (GENERATE, _("Generate"), None, "y"),
+        (CHANGE, _("Change a setting"), None, "c"),
+        (CUSTOMIZE, _("Customize training settings"), None, "t"),
+        (CANCEL, _("Cancel: write nothing"), None, "n"),
+    ]

@@ -120,12 +120,7 @@ def test_fsdp_is_offered_only_where_it_can_be_generated(cpu_machine):
 
 # ---------------------------------------------------------------- the whole wizard (run)
 
-MENU_GENERATE, MENU_CHANGE, MENU_CUSTOMIZE, MENU_CANCEL = (
-    ENTER,
-    "c" + ENTER,
-    "t" + ENTER,
-    "n" + ENTER,
-)
+MENU_GENERATE, MENU_CHANGE, MENU_CUSTOMIZE, MENU_CANCEL = ENTER, "c", "t", "n"  # a letter chooses
 
 
 def run_flow(machine, keys: str, raw=None, monkeypatch=None):
@@ -242,3 +237,56 @@ def test_a_hint_never_runs_into_the_answer(cpu_machine):
     assert "slower.) (y/N) No" in shown and ".)No" not in shown
     shown = _screen(cpu_machine, "batch_size", 32, ENTER)
     assert "accumulation steps.)  32" in shown or "accumulation steps.) 32" in shown
+
+
+# ---------------------------------------------------------------- the back key, hints
+
+BACK = "\x1a"  # Ctrl-Z, which goes back as Esc does (a lone Esc waits to be told from Alt+key)
+
+
+def test_back_asks_the_previous_question_again_with_its_answer_as_the_default(
+    cpu_machine, monkeypatch
+):
+    keys = ENTER * 2 + DOWN + ENTER + BACK + ENTER + ENTER * 2 + MENU_GENERATE  # torch 2.13
+    spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked == ["nodes", "gpus_per_node", "torch", "task", "torch", "task", "framework"]
+    assert spec.torch == "2.13"
+
+
+def test_back_at_the_first_question_stays_there(cpu_machine, monkeypatch):
+    spec, asked, _shown = run_flow(cpu_machine, BACK + ENTER * 5 + MENU_GENERATE,
+                                   monkeypatch=monkeypatch)  # fmt: skip
+    assert asked[:2] == ["nodes", "nodes"] and spec == build_spec({"name": "proj"}, cpu_machine)
+
+
+def test_back_from_the_menu_asks_the_last_question_again(cpu_machine, monkeypatch):
+    keys = ENTER * 5 + BACK + DOWN + ENTER + MENU_GENERATE  # framework: lightning
+    spec, asked, shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked[4:] == ["framework", "framework"] and spec.framework == "lightning"
+    assert len(shown) == 2  # the summary again, after the answer
+
+
+def test_back_goes_across_questions_the_rules_skipped(cpu_machine, monkeypatch):
+    # two nodes ask for the master; back from the GPUs to 1 node, and it is not asked again
+    keys = CLEAR + "2" + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 2  # master port, rdzv
+    keys += BACK + BACK + BACK + BACK + CLEAR + "1" + ENTER + ENTER * 4 + MENU_GENERATE
+    spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
+    assert asked[-5:] == ["nodes", "gpus_per_node", "torch", "task", "framework"]
+    assert spec.nodes == 1 and spec.master_addr is None
+
+
+def test_hints_wrap_at_words_and_between_wide_characters():
+    from genie.cjk import cells, wrap
+
+    text = "(c10d: after a failure torchrun restarts every worker, --master-addr kept.)"
+    lines = wrap(text, 30, start=20, indent="  ")
+    assert lines[0] == "(c10d:" and " ".join(x.strip() for x in lines) == text
+    assert all(cells(x) <= 30 for x in lines) and "  --master-addr kept.)" in lines
+    assert wrap("checkpointing", 30, start=25, indent="  ") == ["", "  checkpointing"]
+    chinese = wrap(
+        "（每个节点运行一个 torchrun；设为 1 则全部在本机运行。）", 20, start=4, indent="  "
+    )
+    assert all(cells(x) <= 20 for x in chinese) and "".join(chinese).count("torchrun") == 1
+    assert not [x for x in chinese if x.strip()[:1] in "，。；）"], chinese  # kinsoku
+    # room for the answer: the last word goes down with it rather than leave it no space
+    assert wrap("one two three", 16, room=4) == ["one two", "three"]
