@@ -100,6 +100,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("genie.errors", "genie.scratch", "genie.contract", "genie.registry", "genie.detect"),
     ("genie.compat",),
     ("genie.spec",),
+    ("genie.prompts",),
     ("genie.ui", "genie.wizard"),
     ("genie.generate",),
     ("genie.upgrade",),
