@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -38,21 +39,7 @@ from genie.i18n import _
     help=_("Interpreter whose torch and packages are checked (default: the one running genie)."),
 )
 @click.option("--json", "as_json", is_flag=True, help=_("Print the checks as a JSON list."))
-def doctor(
-    project_dir: Path | None,
-    master_addr: str | None,
-    master_port: int | None,
-    reach: bool,
-    python: str | None,
-    as_json: bool,
-) -> None:
+def doctor(project_dir: Path | None, **options: Any) -> None:
     from genie.doctor import command
 
-    command.doctor(
-        project_dir,
-        master_addr=master_addr,
-        master_port=master_port,
-        reach=reach,
-        python=python,
-        as_json=as_json,
-    )
+    command.doctor(project_dir, **options)
