@@ -67,8 +67,10 @@ def inject(project: Path, anchor: str, code: str) -> None:
     """Break the generated train.py on purpose by inserting ``code`` before ``anchor``."""
     path = project / "train.py"
     source = path.read_text()
-    assert source.count(anchor) == 1, anchor
-    path.write_text(source.replace(anchor, code + anchor))
+    # whole lines: an anchor must start one (a shorter indent matching inside a longer one
+    # would insert code mid-line)
+    assert source.count("\n" + anchor) == 1 and not anchor.startswith("\n"), anchor
+    path.write_text(source.replace("\n" + anchor, "\n" + code + anchor))
 
 
 def torchrun(project: Path, *args: str, nproc: int = 2, script: str = "train.py",

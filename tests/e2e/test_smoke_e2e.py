@@ -51,9 +51,9 @@ def test_smoke_fails_when_a_rank_raises(tmp_path):
 
 def test_smoke_fails_when_parameters_diverge_across_ranks(tmp_path):
     project = generate(tmp_path)
-    inject(project, "        smoke_check.check_run(",
-           "        if dist.get_rank() == 1:\n            with torch.no_grad():\n"
-           "                next(run.model.parameters()).add_(1.0)\n")  # fmt: skip
+    inject(project, "            smoke_check.check_run(",
+           "            if dist.get_rank() == 1:\n                with torch.no_grad():\n"
+           "                    next(run.model.parameters()).add_(1.0)\n")  # fmt: skip
     result = run_genie("smoke", str(project), **CPU_ENV)
     assert result.returncode == 1
     assert "parameters differ across ranks after training" in result.stderr
