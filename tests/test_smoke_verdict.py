@@ -48,6 +48,17 @@ def test_a_good_report_passes_however_it_is_interleaved(cpu_plan, lines):
     assert verdict.judge(cpu_plan, 0, reports) == []
 
 
+def test_the_convert_probes_report_is_read_the_same_way():
+    """genie convert's check reads its probe's line with the same reader: a line glued
+    to the next prefix (seen in a CI run: '...}[default0]:') is still one report."""
+    from genie.convert import probe
+
+    report = {"world_size": 2, "last_loss": 0.69}
+    line = f"[default0]:{probe.MARKER}{json.dumps(report)}[default0]:\n"
+    assert verdict.parse_reports([line], probe.MARKER) == [report]
+    assert verdict.parse_reports([line]) == []  # a smoke report's marker is another
+
+
 @pytest.mark.parametrize(
     "lines",
     [

@@ -4,7 +4,6 @@ torchrun in its own session and kills the whole tree on timeout, like the smoke 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from genie.detect import Machine
 from genie.i18n import _
 from genie.smoke import process
 from genie.smoke.plan import SmokePlan, SmokeResult
+from genie.smoke.verdict import parse_reports
 
 
 def plan(
@@ -50,19 +50,6 @@ def plan(
         *args,
     )
     return SmokePlan(argv, env, nproc, backend, device, _("as written"), ())
-
-
-def parse(lines: Sequence[str]) -> list[dict[str, Any]]:
-    reports = []
-    for line in lines:
-        at = line.find(probe.MARKER)
-        if at >= 0:
-            try:
-                data = json.loads(line[at + len(probe.MARKER) :])
-            except json.JSONDecodeError:
-                data = {"unparsable": line.strip()}
-            reports.append(data if isinstance(data, dict) else {"unparsable": line.strip()})
-    return reports
 
 
 def judge(p: SmokePlan, returncode: int | None, reports: list[dict[str, Any]]) -> list[str]:
@@ -139,7 +126,7 @@ def run(
     p = plan(script.absolute(), args, machine, python, collective_timeout=max(timeout / 3, 5.0))
     run_ = process.execute(p.argv, cwd, {**os.environ, **p.env}, timeout, echo)
     lines, timed_out = run_.lines, run_.timed_out
-    reports = parse(lines)
+    reports = parse_reports(lines, probe.MARKER)  # smoke's reader: glued prefixes, splits
     problems = judge(p, run_.returncode, reports)
     if timed_out:
         problems.insert(

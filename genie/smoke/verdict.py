@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from genie import contract
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 _CONTINUATION_LINES = 8  # how far a report split across reads may spread
 
 
-def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
-    """Every smoke report in the output, however it arrived.
+def parse_reports(lines: Sequence[str], marker: str = contract.MARKER) -> list[dict[str, Any]]:
+    """Every report (``marker`` + JSON) in the output, however it arrived.
 
     The marker may sit anywhere in a line (after torchrun's ``[default0]:`` prefix, or after
     a progress bar's carriage return); exactly one JSON object is decoded after it and
@@ -30,12 +31,12 @@ def parse_reports(lines: list[str]) -> list[dict[str, Any]]:
     decoder = json.JSONDecoder()
     for i, line in enumerate(lines):
         start = 0
-        while (at := line.find(contract.MARKER, start)) >= 0:
-            start = at + len(contract.MARKER)
+        while (at := line.find(marker, start)) >= 0:
+            start = at + len(marker)
             text = line[start:].rstrip("\r\n")
             data = _decode(decoder, text)
             for more in lines[i + 1 : i + 1 + _CONTINUATION_LINES]:
-                if data is not None or contract.MARKER in more:
+                if data is not None or marker in more:
                     break
                 text += unprefix(more.rstrip("\r\n"))[1]
                 data = _decode(decoder, text)
