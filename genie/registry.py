@@ -84,6 +84,11 @@ MODULES: dict[str, Module] = {
         Module(name="config.py", purpose=N_("command-line options and their defaults")),
         Module(name="fsdp.py", purpose=N_("sharding the model with FSDP"), strategy="fsdp"),
         Module(
+            name="export.py",
+            purpose=N_("a sharded checkpoint to one file of weights, offline"),
+            strategy="fsdp",
+        ),
+        Module(
             name="dist_utils.py",
             purpose=N_("process group, timeout, seeding, decisions all ranks share"),
         ),
@@ -123,7 +128,7 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_title=N_("PyTorch FullyShardedDataParallel (FSDP)"),
             wrapper="DDP",
             packages=(),
-            modules=("fsdp.py", "dist_utils.py", *_LOOP_MODULES),
+            modules=("fsdp.py", "export.py", "dist_utils.py", *_LOOP_MODULES),
         ),
         Framework(
             key="lightning",

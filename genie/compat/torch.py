@@ -85,9 +85,8 @@ FEATURES: dict[str, Version] = {
     "fsdp": (2, 2),
     "tensorboard_without_six": (2, 0),
     "fully_shard": (2, 6),  # FSDP2, public as torch.distributed.fsdp.fully_shard
-    # StateDictOptions(broadcast_from_rank0=True): rank 0 alone loads a full checkpoint
-    # and set_state_dict sends the tensors (pytorch/pytorch#125339, in 2.4)
-    "dcp_broadcast": (2, 4),
+    # torch.distributed.checkpoint.async_save: the shards are written while training goes on
+    "dcp_async": (2, 3),
     "module_compile": (2, 2),  # nn.Module.compile(): compiles in place, keys unchanged
     # torchrun --local_addr: the address a node advertises in the rendezvous, instead of its
     # hostname (which the other nodes may not resolve)

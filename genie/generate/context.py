@@ -66,6 +66,9 @@ class Context(Words):
     on_gpus: bool  # planned for GPUs (NCCL); False: CPU processes (gloo)
     faulty_rank: int  # the rank the README's GENIE_FAULT examples fail (0 without torchrun)
     has_optim_module: bool  # optim.py builds the optimizer (not the Trainer)
+    # every rank writes its shards into a folder per step (checkpoint.py, FSDP)
+    sharded_checkpoints: bool
+    last_checkpoint: str  # the checkpoint a run resumes from, as the README names it
     max_restarts: int
     slurm_port_base: int
     slurm_notice: int
@@ -86,6 +89,7 @@ def build(spec: Spec) -> Context:
         compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
     )
     features = compat.features(spec.torch)
+    sharded = spec.strategy == "fsdp" and "checkpoint.py" in fw.modules
     return Context(
         **asdict(_words(spec, translations("en"))),  # README.md
         fw=fw,
@@ -105,6 +109,8 @@ def build(spec: Spec) -> Context:
         on_gpus=spec.gpus_per_node > 0,
         faulty_rank=1 if fw.torchrun else 0,
         has_optim_module="optim.py" in fw.modules,
+        sharded_checkpoints=sharded,
+        last_checkpoint="checkpoints/step-N/" if sharded else fw.last_checkpoint,
         max_restarts=launch.ELASTIC_MAX_RESTARTS,
         slurm_port_base=launch.SLURM_PORT_BASE,
         slurm_notice=launch.PREEMPTION_NOTICE,
