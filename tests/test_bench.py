@@ -39,3 +39,14 @@ def test_what_bench_throughput_calls_in_a_generated_train_py_exists_there():
             if inner:  # an attribute of a module train.py imports (dist_utils.setup)
                 module = project[f"{name}.py"]
                 assert inner in top_level_names(module), (framework, f"{name}.{inner}")
+
+
+def test_what_bench_fsdp_checkpoints_calls_in_a_generated_fsdp_project_exists_there():
+    source = (ROOT / "bench" / "fsdp_checkpoints.py").read_text()
+    drive = source.split('DRIVE = r"""', 1)[1].split('"""', 1)[0]
+    project = goldens.files("fsdp-ddp-custom")
+    modules = {"checkpoint", "config", "dist_utils", "fsdp", "optim"}
+    called = set(re.findall(r"\b(" + "|".join(modules) + r")\.(\w+)\(", drive))
+    assert ("checkpoint", "save") in called and ("fsdp", "build_sharded") in called
+    for name, inner in called:
+        assert inner in top_level_names(project[f"{name}.py"]), f"{name}.{inner}"
