@@ -165,3 +165,26 @@ def test_a_full_state_checkpoint_of_earlier_projects_is_converted_once(mid_epoch
     )
     assert "resumed from old/step-00000012 at epoch 1, step 12" in run.stdout
     assert report_of(run.stdout)["steps"] == 16 and (legacy / "last.pt").read_bytes() == before
+
+
+def test_a_start_without_resume_never_writes_over_an_earlier_runs_folders(tmp_path):
+    """The newest folder would be resumed for this run's and its own rotated away: a real
+    run's folders stop a start without --resume, smoke run or not, with one line and
+    untouched; a smoke run replaces an earlier smoke run's."""
+    project = generate(tmp_path, "--strategy", "fsdp")
+    real = ("--checkpoint-dir", "real", "--max-steps", "2", "--save-every", "2")
+    first = torchrun(project, *real, "--num-workers", "0")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    kept = sorted(p.name for p in (project / "real" / "step-00000002").iterdir())
+    for again in (real, ("--smoke", "--checkpoint-dir", "real")):
+        refused = torchrun(project, *again, "--num-workers", "0")
+        assert refused.returncode != 0
+        said = [line for line in refused.stderr.splitlines() if "earlier run" in line]
+        assert said == [
+            "real holds the checkpoints of an earlier run (step-00000002): pass --resume to "
+            "continue it, or another --checkpoint-dir to start afresh"
+        ]
+    assert sorted(p.name for p in (project / "real" / "step-00000002").iterdir()) == kept
+    for _ in range(2):  # the second smoke run replaces the first's folders
+        smoke = torchrun(project, "--smoke", "--checkpoint-dir", "s")
+        assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
