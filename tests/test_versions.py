@@ -153,3 +153,20 @@ def transformers_pin(requirements: str) -> tuple[int, int]:
         if package == "transformers":
             assert not low_v < first < high_v, line
     return low_v
+
+
+@pytest.mark.parametrize("release", compat.RELEASES, ids=lambda r: r.minor)
+def test_pretrained_models_load_fp32_master_weights_with_each_transformers(release):
+    """transformers 5 loads a checkpoint in its stored dtype (bf16 for most): the nlp
+    model asks for fp32, with the keyword the pinned transformers reads."""
+    spec = {"name": "p", "torch": release.minor, "python": python_for(release), "task": "nlp"}
+    files = engine.render(build_spec(spec, MACHINE))
+    source = files["model.py"].decode()
+    keyword = "dtype" if transformers_pin(files["requirements.txt"].decode()) >= (4, 56) else (
+        "torch_dtype")  # fmt: skip
+    for func in ("AutoModelForSequenceClassification.from_pretrained",
+                 "AutoModelForSequenceClassification.from_config"):  # fmt: skip
+        calls = [n for n in ast.walk(ast.parse(source))
+                 if isinstance(n, ast.Call) and ast.unparse(n.func) == func]  # fmt: skip
+        given = {kw.arg: ast.unparse(kw.value) for call in calls for kw in call.keywords}
+        assert given.get(keyword) == "torch.float32", (func, given)

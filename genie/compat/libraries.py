@@ -66,6 +66,8 @@ LIBRARY_FEATURES: dict[str, tuple[str, Version]] = {
     # TrainingArguments(fsdp=True, fsdp_config={...}) with FSDP2 by default; a string
     # ("full_shard auto_wrap") is deprecated from 5.10 (measured in the 5.9 and 5.10 wheels).
     "hf_fsdp_config": ("transformers", (5, 10)),
+    # from_pretrained/from_config(dtype=...); torch_dtype before (transformers PR #39782)
+    "hf_dtype": ("transformers", (4, 56)),
 }
 
 

@@ -5,13 +5,16 @@ with the tiny model), activation checkpointing keeps the losses and fewer activa
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from bench.big_models import BIG, DRIVE, MEDIUM, measure
 
-from .conftest import CPU_ENV, generate, report_of, torchrun
+from .conftest import CPU_ENV, OFFLINE, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
 # the tests sharing a module fixture: one worker makes it once
@@ -94,3 +97,37 @@ def test_activation_checkpointing_keeps_the_losses_and_fewer_activations(tmp_pat
     assert checkpointed["steps"] == plain["steps"] > 1
     # the 8 blocks' activations are recomputed, not kept: far fewer bytes wait for backward
     assert checkpointed_bytes < 0.5 * plain_bytes, (checkpointed_bytes, plain_bytes)
+
+
+MASTER_DTYPES = r"""
+import argparse, json, sys
+import torch
+from transformers import AutoConfig, BertConfig, BertForSequenceClassification
+import model
+
+config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=32, num_labels=2)
+seen = {}
+for dtype in (torch.bfloat16, torch.float16):
+    name = str(dtype).split(".")[-1]
+    BertForSequenceClassification(config).to(dtype).save_pretrained(name)  # weights
+    AutoConfig.from_pretrained(name).save_pretrained(name + "-config")  # config only
+    for folder in (name, name + "-config"):
+        args = argparse.Namespace(smoke=False, model_name=folder)
+        built = model.build_model(args, 2)
+        seen[folder] = sorted({str(p.dtype) for p in built.parameters()})
+print("DTYPES " + json.dumps(seen))
+"""
+
+
+def test_a_checkpoint_saved_in_bf16_or_fp16_loads_as_fp32_master_weights(tmp_path):
+    """Most Hub models are stored in bf16: loaded as they are, the optimizer would keep
+    bf16 weights and moments (and fp16 ones crash GradScaler). The nlp model loads fp32,
+    from weights and from a config alone; --precision casts only the compute."""
+    project = generate(tmp_path, "--task", "nlp", "--tracker", "none")
+    (project / "dtypes.py").write_text(MASTER_DTYPES)
+    done = subprocess.run([sys.executable, "dtypes.py"], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, **OFFLINE}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(re.search(r"DTYPES (\{.*\})", done.stdout).group(1))
+    assert len(seen) == 4 and all(dtypes == ["torch.float32"] for dtypes in seen.values()), seen
