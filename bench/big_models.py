@@ -1,8 +1,10 @@
-"""Rank 1's memory for big models on 2 CPU processes, as a ratio to one full copy: an FSDP
-build now (rank 0 builds, the others start on the meta device) beside every rank building
-the whole model first (the path before), and a ddp resume of a checkpoint every rank sees
-(memory-mapped) or only rank 0 holds (sent tensor by tensor) beside every rank unpickling a
-whole copy (the path before). ``tests/e2e/test_big_models_e2e.py`` runs the same script.
+"""Memory for big models on 2 CPU processes, as a ratio to one full copy: an FSDP build
+from scratch now (every rank builds on the meta device and initialises its own shard)
+beside rank 0 building it whole and sending the shards (the path before, still the one for
+pretrained weights) and every rank building it whole (earlier); and a ddp resume of a
+checkpoint every rank sees (memory-mapped) or only rank 0 holds (sent tensor by tensor)
+beside every rank unpickling a whole copy (the path before).
+``tests/e2e/test_big_models_e2e.py`` runs the same script.
 
     python bench/big_models.py
 
@@ -47,9 +49,12 @@ base = peak["anon"]
 if os.environ.get("MODE") == "fsdp":
     import fsdp
     model = fsdp.build_sharded(build, device, args)
+elif os.environ.get("MODE") == "fsdp-load":  # rank 0 builds it whole and sends the shards
+    import fsdp
+    model = fsdp.load_sharded(build, device, args)
 elif os.environ.get("MODE") == "fsdp-full":  # every rank builds it whole, then shards
     import fsdp
-    model = fsdp.shard(build().to(device), device, args.precision)
+    model = fsdp.shard(build().to(device), device, args)
 else:
     import checkpoint, optim
     model = build().to(device)
@@ -90,7 +95,10 @@ def measure(project: Path, mode: str, args: list[str], **env: str) -> dict:
         raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
     # the ranks' lines can land on one line of the shared output
     lines = [json.loads(x) for x in re.findall(r"MEMORY (\{[^}]*\})", done.stdout)]
-    return {**next(r for r in lines if r["rank"] == 1), "log": done.stdout + done.stderr}
+    ranks = {r["rank"]: r for r in lines}
+    # rank 1's figures; "peaks": every rank's
+    return {**ranks[1], "peaks": [ranks[r]["peak"] for r in sorted(ranks)],
+            "log": done.stdout + done.stderr}  # fmt: skip
 
 
 def generate(root: Path, name: str, *flags: str) -> Path:
@@ -105,14 +113,23 @@ def ratio(project: Path, mode: str, args: list[str], per: int, baseline: dict) -
     return f"{(big['peak'] - baseline['peak']) / (per * big['full']):.2f}"
 
 
+def ratios(project: Path, mode: str, args: list[str], baseline: dict) -> str:
+    """Every rank's peak over one full copy of the weights, rank 0 first."""
+    big = measure(project, mode, args)
+    pairs = zip(big["peaks"], baseline["peaks"], strict=True)
+    return "  ".join(f"{(peak - base) / big['full']:.2f}" for peak, base in pairs)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="genie-bench-") as tmp:
         root = Path(tmp)
         fsdp = generate(root, "fsdp", "--strategy", "fsdp")
         tiny = measure(fsdp, "fsdp", [])
-        print("FSDP build, 252M parameters: rank 1's peak / one full copy of the weights")
-        print(f"  every rank builds it whole (before)  {ratio(fsdp, 'fsdp-full', BIG, 1, tiny)}")
-        print(f"  rank 0 builds, meta elsewhere (now)  {ratio(fsdp, 'fsdp', BIG, 1, tiny)}")
+        print("FSDP build from scratch, 252M parameters: each rank's peak / one full copy")
+        print("                                           rank 0  rank 1")
+        print(f"  every rank builds it whole (earlier)     {ratios(fsdp, 'fsdp-full', BIG, tiny)}")
+        print(f"  rank 0 builds and sends (before)         {ratios(fsdp, 'fsdp-load', BIG, tiny)}")
+        print(f"  every rank initialises its shard (now)   {ratios(fsdp, 'fsdp', BIG, tiny)}")
         ddp = generate(root, "ddp")
         measure(ddp, "save", MEDIUM)
         tiny = measure(ddp, "build", [])

@@ -48,6 +48,38 @@ def test_accumulation_never_holds_unsharded_gradients(sources, variant):
     assert "no_sync" not in call_keywords(source, "Run")  # the loop's default: none
 
 
+def test_fsdp2_compiles_each_block_before_sharding_it(projects):
+    """torchtitan's order: with --compile, each block is compiled in place, then sharded;
+    the sharded model as a whole is not compiled again (FSDP1 compiles the whole model)."""
+    import ast
+
+    for variant, fsdp2 in (("fsdp2", True), ("fsdp1-torch2.4", False)):
+        train = projects[variant]["train.py"].decode()
+        assert ("torch.compile" in call_names(train)) is not fsdp2
+        if fsdp2:
+            tree = ast.parse(projects[variant]["fsdp.py"].decode())
+            [shard] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "shard"]
+            line = {}  # each call's first line in shard()
+            for n in ast.walk(shard):
+                if isinstance(n, ast.Call):
+                    name = ast.unparse(n.func)
+                    line[name] = min(line.get(name, n.lineno), n.lineno)
+            assert line["unit.compile"] < line["fully_shard"], line
+
+
+@pytest.mark.parametrize("task", ["custom", "cv", "nlp"])
+def test_fsdp2_builds_from_scratch_on_the_meta_device_and_initialises_in_place(task):
+    """No rank builds the whole model for a model trained from scratch: every rank
+    initialises its own shards with the task's init_weights (tests/e2e run it)."""
+    files = engine.render(spec_of(CPU_MACHINE, strategy="fsdp", task=task))
+    fsdp = files["fsdp.py"].decode()
+    assert {"parameters_on_meta", "init_weights", "model.to_empty"} <= call_names(fsdp)
+    model = files["model.py"].decode()
+    assert "def init_weights(" in model and "def pretrained(" in model
+    ddp = engine.render(spec_of(CPU_MACHINE, task=task))["model.py"].decode()
+    assert "def init_weights(" not in ddp  # a DDP model initialises itself, once
+
+
 def test_the_project_exports_a_sharded_checkpoint_offline(cpu_machine):
     files = engine.render(spec_of(cpu_machine, strategy="fsdp"))
     export = files["export.py"].decode()

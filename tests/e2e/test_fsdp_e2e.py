@@ -3,6 +3,7 @@ at another number of processes, and as one file through the project's export.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -65,14 +66,138 @@ def export(project, folder: str):
     return torch.load(project / "model.pt", weights_only=True)
 
 
+# The model FSDP builds (initialised in place, shard by shard), gathered: rank 0 writes it
+# beside the same model built whole in one process with the same seed, and names the units.
+INITIAL = """
+import json, os
+import torch, torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import FSDPModule
+import dist_utils, fsdp
+from config import parse_args
+from model import build_model
+
+args = parse_args()
+device = dist_utils.setup(args.dist_timeout)
+dist_utils.seed_all(args.seed)
+model = fsdp.build_sharded(lambda: build_model(args, 10), device, args)
+gathered = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
+                                                                cpu_offload=True))
+if dist.get_rank() == 0:
+    dist_utils.seed_all(args.seed)
+    whole = build_model(args, 10).state_dict()
+    torch.save({"sharded": gathered, "whole": whole}, os.environ["INITIAL"])
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    inside = {id(t) for unit in units[1:] for t in unit.modules()}
+    rooted = [n for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Embedding) and id(m) not in inside]
+    names = [type(m).__name__ for m in units]
+    print("UNITS " + json.dumps({"units": names, "tables_in_root": rooted}), flush=True)
+dist_utils.shutdown()
+"""
+
+
+def initial_weights(project, out: str, *flags: str) -> tuple[dict, list[str]]:
+    import torch
+
+    (project / "initial.py").write_text(INITIAL)
+    run = torchrun(project, *flags, script="initial.py",
+                   env={**OFFLINE, "INITIAL": out})  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "Warning" not in run.stderr, run.stderr[-3000:]  # none per random op on the CPU
+    units = json.loads(re.search(r"UNITS (\{.*\})", run.stdout).group(1))
+    return torch.load(project / out, weights_only=True), units
+
+
+# nlp: a DistilBERT from its config alone (trained from scratch), whose embeddings lie
+# outside its blocks, with activation checkpointing
+TASKS = {"custom": ("--smoke", "--hidden", "512", "--depth", "2"), "cv": ("--smoke",),
+         "nlp": ("--model-name", "tiny", "--activation-checkpointing")}  # fmt: skip
+BLOCKS = {"custom": "FSDPBlock", "cv": "FSDPBasicBlock", "nlp": "FSDPCheckpointWrapper"}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_fsdp_initialises_each_shard_in_place_as_the_task_initialises_its_model(tmp_path, task):
+    """No shard left empty or repeated on the other rank, the statistics of the task's
+    own initialisation, the same weights for the same seed and number of processes; and
+    the units: each block (as activation checkpointing wraps it) and each embedding table."""
+    import torch
+
+    project = generate(tmp_path, "--strategy", "fsdp", "--task", task)
+    if task == "nlp":
+        from transformers import DistilBertConfig
+
+        DistilBertConfig(vocab_size=300, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                         max_position_embeddings=64).save_pretrained(project / "tiny")  # fmt: skip
+    first, units = initial_weights(project, "first.pt", *TASKS[task])
+    again, _ = initial_weights(project, "again.pt", *TASKS[task])
+    sharded, whole = first["sharded"], first["whole"]
+    assert sharded.keys() == whole.keys()
+    for name, tensor in sharded.items():
+        torch.testing.assert_close(tensor, again["sharded"][name], rtol=0, atol=0)
+        expected = whole[name].float()
+        if not tensor.is_floating_point() or expected.numel() < 2 or expected.std() == 0:
+            torch.testing.assert_close(tensor, whole[name], rtol=0, atol=0, msg=name)
+            continue
+        half = tensor.shape[0] // 2  # FSDP shards the first dimension: a rank's rows
+        if half:
+            assert not torch.equal(tensor[:half], tensor[half : 2 * half]), name
+        if expected.numel() >= 256:
+            assert tensor.std().item() == pytest.approx(expected.std().item(), rel=0.15), name
+            assert (
+                abs(tensor.mean() - expected.mean())
+                < 4 * expected.std() / expected.numel() ** 0.5 + 1e-6
+            ), name
+    assert units["units"].count(BLOCKS[task]) >= 2, units
+    # the embedding tables are units of their own (DistilBERT: words, positions)
+    assert units["tables_in_root"] == [], units
+    assert units["units"].count("FSDPEmbedding") == (2 if task == "nlp" else 0), units
+
+
+COMPILED = """
+import sys
+from torch._dynamo.utils import counters
+import train
+sys.argv = ["train.py", *sys.argv[1:]]
+train.main()
+print("FRAMES", counters["frames"]["ok"], flush=True)
+"""
+
+
+def test_fsdp_compiles_each_block_and_learns_as_it_does_uncompiled(tmp_path):
+    """--compile under FSDP2 compiles the blocks (Dynamo's frames), not the sharded
+    model as a whole, with activation checkpointing too; the losses are eager's."""
+    project = generate(tmp_path, "--strategy", "fsdp")
+    (project / "compiled.py").write_text(COMPILED)
+    reports, frames = {}, {}
+    for name, extra in (("eager", ()), ("compiled", ("--compile", "--activation-checkpointing"))):
+        run = torchrun(project, "--smoke", "--depth", "2", "--checkpoint-dir", name, *extra,
+                       script="compiled.py")  # fmt: skip
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        reports[name] = report_of(run.stdout)
+        frames[name] = max(int(x) for x in re.findall(r"FRAMES (\d+)", run.stdout))
+    assert frames["eager"] == 0 and frames["compiled"] >= 2, frames  # a frame per block at least
+    for key in ("first_loss", "last_loss"):
+        assert reports["compiled"][key] == pytest.approx(reports["eager"][key], rel=1e-4)
+
+
 def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
     """Sharded gradients reduce-scattered at every micro-batch give DDP's updates; the
-    exported sharded checkpoint holds them."""
+    exported sharded checkpoint holds them. DDP starts from the weights FSDP initialised
+    in place (on the CPU, shard by shard, they are not the ones a whole build draws)."""
     import torch
 
     flags = ("--lr", "0.01", "--grad-accum", "2")
     ddp = generate(tmp_path, *flags, name="ddp")
     fsdp = generate(tmp_path, *flags, "--strategy", "fsdp", name="fsdp")
+    initial, _ = initial_weights(fsdp, "initial.pt", "--smoke")
+    torch.save(initial["sharded"], ddp / "initial.pt")
+    model = (ddp / "model.py").read_text()
+    (ddp / "model.py").write_text(model.replace(
+        "\ndef build_model(", "\ndef build_model(*args):\n"
+        "    built = build(*args)\n"
+        "    built.load_state_dict(torch.load('initial.pt', weights_only=True))\n"
+        "    return built\n\n\ndef build(", 1))  # fmt: skip
     for project in (ddp, fsdp):
         run = torchrun(project, "--smoke", "--checkpoint-dir", "ck")
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
