@@ -52,11 +52,14 @@ class Framework:
     # (measured: RuntimeError on the first step, Lightning 2.6.6, torch 2.11 on an H200)
     fused_optimizer: bool = True
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
+    hsdp: bool = False  # True: --strategy hsdp (sharded in a node, replicated across nodes)
     warning: str | None = None  # printed when it is chosen
 
     @property
     def strategies(self) -> tuple[str, ...]:
-        return ("ddp", "fsdp") if self.fsdp_title else ()
+        if not self.fsdp_title:
+            return ()
+        return ("ddp", "fsdp", "hsdp") if self.hsdp else ("ddp", "fsdp")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,18 +78,18 @@ class Module:
 
     name: str  # its file in the project
     purpose: str  # one line in the file lists (genie new, the project's README)
-    strategy: str | None = None  # only with this --strategy; None: with every strategy
+    sharded: bool = False  # only with a strategy that shards the model (SHARDED)
 
 
 MODULES: dict[str, Module] = {
     m.name: m
     for m in (
         Module(name="config.py", purpose=N_("command-line options and their defaults")),
-        Module(name="fsdp.py", purpose=N_("sharding the model with FSDP"), strategy="fsdp"),
+        Module(name="fsdp.py", purpose=N_("sharding the model with FSDP"), sharded=True),
         Module(
             name="export.py",
             purpose=N_("a sharded checkpoint to one file of weights, offline"),
-            strategy="fsdp",
+            sharded=True,
         ),
         Module(
             name="dist_utils.py",
@@ -129,6 +132,7 @@ FRAMEWORKS: dict[str, Framework] = {
             wrapper="DDP",
             packages=(),
             modules=("fsdp.py", "export.py", "dist_utils.py", *_LOOP_MODULES),
+            hsdp=True,
         ),
         Framework(
             key="lightning",
@@ -213,4 +217,6 @@ TASKS: dict[str, Task] = {
 STRATEGIES = {
     "ddp": _("replicate the model on every process (DistributedDataParallel)"),
     "fsdp": _("shard parameters, gradients and optimizer state across processes (FSDP)"),
+    "hsdp": _("shard within each node, replicate across nodes (hybrid FSDP): less network"),
 }
+SHARDED = ("fsdp", "hsdp")  # the strategies that shard the model (fsdp.py)

@@ -43,7 +43,7 @@ def test_every_framework_and_task_entry_is_complete_and_rendered(cpu_machine):
         for name in framework.modules:
             module = registry.MODULES[name]  # declared, with its purpose
             assert module.name == name and module.purpose
-            assert (name in files) is (module.strategy is None), (key, name)
+            assert (name in files) is (not module.sharded), (key, name)
     for key, task in registry.TASKS.items():
         assert task.key == key and task.title
 

@@ -90,7 +90,14 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"python": "2.7"}, "python (--python): '2.7' is not valid: a Python version from 3.7"),
         ({"nodes": [1]}, "nodes (--nodes): [1] is not valid: a whole number between 1 and 4096"),
         ({"nodes": True}, "nodes (--nodes): True is not valid"),
-        ({"strategy": "zero3"}, "strategy (--strategy): 'zero3' is not valid: one of: ddp, fsdp"),
+        ({"strategy": "zero3"}, "strategy (--strategy): 'zero3' is not valid: one of: ddp, fsdp, hsdp"),
+        ({"strategy": "hsdp"},
+         "strategy (--strategy): 'hsdp' is not valid: hsdp shards within a node and replicates across nodes: it needs --nodes 2 or more; on one node use --strategy fsdp"),
+        ({"strategy": "hsdp", "framework": "lightning", "gpus_per_node": 4, "nodes": 2,
+          "master_addr": "h"},
+         "strategy (--strategy): 'hsdp' is not valid: --strategy hsdp is written for --framework ddp; use --strategy fsdp here"),
+        ({"strategy": "hsdp", "nodes": 2, "master_addr": "h", "torch": "2.6", "python": "3.11"},
+         "strategy (--strategy): 'hsdp' is not valid: FSDP on CPU works from torch 2.14"),
         ({"framework": "dp", "strategy": "fsdp"},
          "strategy (--strategy): 'fsdp' is not valid: does not apply to --framework dp, which runs one process"),
         ({"strategy": "fsdp", "torch": "2.1", "python": "3.10"},
@@ -164,3 +171,19 @@ def test_unreadable_answers_file_is_refused(tmp_path):
 def test_dataparallel_warns_that_it_is_slower_than_ddp(cpu_machine):
     assert any("slower than DDP" in w for w in spec_of(cpu_machine, framework="dp").warnings())
     assert spec_of(cpu_machine).warnings() == []
+
+
+def test_the_wizard_offers_hsdp_only_across_nodes_with_the_plain_loop(cpu_machine):
+    """Hybrid sharding replicates across nodes: on one node, or with a framework whose
+    templates do not write it, the strategy question does not offer it."""
+    from genie.spec import rules
+    from genie.spec.questions import FIELD_BY_NAME
+
+    field = FIELD_BY_NAME["strategy"]
+    answers = spec_of(cpu_machine).answers()
+    assert rules.allowed(field, answers) == ("ddp", "fsdp")
+    across = spec_of(cpu_machine, nodes=2, master_addr="h").answers()
+    assert rules.allowed(field, across) == ("ddp", "fsdp", "hsdp")
+    lightning = spec_of(cpu_machine, nodes=2, master_addr="h", framework="lightning",
+                        gpus_per_node=4).answers()  # fmt: skip
+    assert rules.allowed(field, lightning) == ("ddp", "fsdp")

@@ -42,6 +42,12 @@ FSDP: dict[str, dict] = {
     "fsdp1-torch2.4-gpu": {
         "strategy": "fsdp", "torch": "2.4", "python": "3.11", "gpus_per_node": 4,
     },
+    # HSDP: nodes x processes per node; FSDP2, and FSDP1's HYBRID_SHARD
+    "hsdp-2nodes": {"strategy": "hsdp", "nodes": 2, "master_addr": "10.0.0.1"},
+    "hsdp1-torch2.4-gpu": {
+        "strategy": "hsdp", "torch": "2.4", "python": "3.11", "gpus_per_node": 4, "nodes": 2,
+        "master_addr": "10.0.0.1",
+    },
 }  # fmt: skip
 
 # README.zh-CN.md (docs_lang zh) on the branches its text depends on.
@@ -50,6 +56,7 @@ CHINESE: dict[str, dict] = {
                            "gpus_per_node": 4, "master_addr": "gpu-01"},
     "zh-k8s-fsdp-hf": {"docs_lang": "zh", "scheduler": "kubernetes", "framework": "hf",
                        "strategy": "fsdp", "gpus_per_node": 8},
+    "zh-hsdp": {"docs_lang": "zh", "strategy": "hsdp", "nodes": 2, "master_addr": "10.0.0.1"},
     "zh-dp-cv": {"docs_lang": "zh", "framework": "dp", "task": "cv"},
     "zh-lightning-nlp-static": {"docs_lang": "zh", "framework": "lightning", "task": "nlp",
                                 "nodes": 2, "master_addr": "10.0.0.1", "rdzv": "static"},

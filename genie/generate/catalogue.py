@@ -18,16 +18,14 @@ def framework_title(spec: Spec, tr: Translations | None = None) -> str:
     gettext = translations().gettext if tr is None else tr.gettext
     framework = FRAMEWORKS[spec.framework]
     return gettext(
-        framework.fsdp_title
-        if spec.strategy == "fsdp" and framework.fsdp_title
-        else framework.title
+        framework.fsdp_title if spec.sharded and framework.fsdp_title else framework.title
     )
 
 
 def project_modules(spec: Spec) -> list[Module]:
     """The project's modules besides train.py, model.py and data.py, in the order listed."""
     modules = [MODULES[name] for name in FRAMEWORKS[spec.framework].modules]
-    return [m for m in modules if m.strategy in (None, spec.strategy)]
+    return [m for m in modules if spec.sharded or not m.sharded]
 
 
 def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str, str]]:

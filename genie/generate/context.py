@@ -68,6 +68,7 @@ class Context(Words):
     has_optim_module: bool  # optim.py builds the optimizer (not the Trainer)
     # every rank writes its shards into a folder per step (checkpoint.py, FSDP)
     sharded_checkpoints: bool
+    sharded: bool  # the model is sharded: --strategy fsdp or hsdp (fsdp.py)
     last_checkpoint: str  # the checkpoint a run resumes from, as the README names it
     max_restarts: int
     slurm_port_base: int
@@ -89,7 +90,7 @@ def build(spec: Spec) -> Context:
         compat.requirements(spec.torch, spec.python, spec.framework, spec.task, spec.tracker)
     )
     features = compat.features(spec.torch)
-    sharded = spec.strategy == "fsdp" and "checkpoint.py" in fw.modules
+    sharded = spec.sharded and "checkpoint.py" in fw.modules
     return Context(
         **asdict(_words(spec, translations("en"))),  # README.md
         fw=fw,
@@ -102,7 +103,7 @@ def build(spec: Spec) -> Context:
         requirements=rest,
         install=Install(compat.install_command(), compat.install_command(torch=False)),
         zh=_words(spec, translations("zh")) if spec.docs_lang == "zh" else None,
-        wrapper="FSDP" if spec.strategy == "fsdp" else fw.wrapper,
+        wrapper="FSDP" if spec.sharded else fw.wrapper,
         world_size=spec.world_size,
         global_batch=spec.global_batch,
         multi_node=spec.multi_node,
@@ -110,6 +111,7 @@ def build(spec: Spec) -> Context:
         faulty_rank=1 if fw.torchrun else 0,
         has_optim_module="optim.py" in fw.modules,
         sharded_checkpoints=sharded,
+        sharded=spec.sharded,
         last_checkpoint="checkpoints/step-N/" if sharded else fw.last_checkpoint,
         max_restarts=launch.ELASTIC_MAX_RESTARTS,
         slurm_port_base=launch.SLURM_PORT_BASE,
@@ -137,9 +139,7 @@ def _words(spec: Spec, tr: Translations) -> Words:
         framework_title=framework_title(spec, tr),
         task_title=tr.gettext(TASKS[spec.task].title),
         fsdp_gpu_only=(
-            compat.fsdp_needs_gpus(spec.framework, spec.torch, tr)
-            if spec.strategy == "fsdp"
-            else None
+            compat.fsdp_needs_gpus(spec.framework, spec.torch, tr) if spec.sharded else None
         ),
         commands=[
             {"where": c.where, "script": c.script, "shell": c.shell}

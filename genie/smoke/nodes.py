@@ -79,7 +79,9 @@ def plan(
     runs = []
     for rank in range(nodes):
         cwd = workdir / f"node-{rank}"
-        out = cwd / "smoke-run"
+        # a node keeps its checkpoints on its own disk, as without a shared filesystem;
+        # sharded ones need one every node shares (each rank reads the others' shards)
+        out = (workdir if spec.sharded else cwd) / "smoke-run"
         env = {
             **run_env(out),
             "MASTER_ADDR": addr,

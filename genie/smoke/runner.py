@@ -20,7 +20,7 @@ from genie.spec import Spec
 
 def unavailable(spec: Spec, machine: Machine) -> str | None:
     """Why this machine cannot smoke-test the project at all, or None."""
-    why = compat.fsdp_needs_gpus(spec.framework, spec.torch) if spec.strategy == "fsdp" else None
+    why = compat.fsdp_needs_gpus(spec.framework, spec.torch) if spec.sharded else None
     if why and not machine.gpus:
         return _("{why}, and this machine has none: run `genie smoke` on a GPU node").format(
             why=why

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from genie import contract
 from genie.i18n import _, ngettext
+from genie.registry import SHARDED
 from genie.smoke.torchrun_output import failures, main_stacks, unprefix
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _results(p: SmokePlan, report: dict[str, Any]) -> list[str]:
         problems.append(_("no validation accuracy in [0, 1]: {v}").format(v=accuracy))
     if report["checkpoint_loads"] is not True:
         problems.append(_("the checkpoint written does not load back into a fresh model"))
-    if p.strategy == "fsdp" and report.get("strategy") != "fsdp":
+    if p.strategy in SHARDED and report.get("strategy") != p.strategy:
         problems.append(
             _("trained with strategy {got}, expected {want}").format(
                 got=report.get("strategy"), want=p.strategy

@@ -16,6 +16,7 @@ from typing import Any
 from genie.detect import Machine
 from genie.errors import GenieError, SpecError
 from genie.i18n import _
+from genie.registry import SHARDED
 from genie.spec.fields import Answers, Field
 from genie.spec.questions import FIELD_BY_NAME, FIELDS, META_KEYS
 from genie.spec.rules import allowed, problem_with, problems
@@ -56,6 +57,11 @@ class Spec:
     @property
     def multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def sharded(self) -> bool:
+        """FSDP or HSDP: the model is sharded (fsdp.py), not replicated."""
+        return self.strategy in SHARDED
 
     @property
     def processes_per_node(self) -> int:

@@ -189,7 +189,10 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "strategy", str, _("Parallel strategy?"),
-        _("ddp keeps a full model copy per process; fsdp shards it, for models too big for one."),
+        _(
+            "ddp keeps a full model copy per process; fsdp shards it, for models too big for "
+            "one; hsdp shards it within each node and replicates it across nodes."
+        ),
         default=_const("ddp"), choices=tuple(STRATEGIES), choice_help=STRATEGIES,
         applies=_torchrun, not_applicable=_DP_ONE_PROCESS,
     ),

@@ -12,7 +12,7 @@ from typing import Any
 
 from genie import compat
 from genie.i18n import _
-from genie.registry import FRAMEWORKS
+from genie.registry import FRAMEWORKS, SHARDED
 from genie.spec.fields import Answers, Field
 
 
@@ -53,8 +53,21 @@ def _fp16_needs_gpus(v: Answers) -> str | None:
     return None
 
 
+def _hsdp_across_nodes(v: Answers) -> str | None:
+    if v["strategy"] != "hsdp":
+        return None
+    if "hsdp" not in FRAMEWORKS[v["framework"]].strategies:
+        return _("--strategy hsdp is written for --framework ddp; use --strategy fsdp here")
+    if v["nodes"] < 2:
+        return _(
+            "hsdp shards within a node and replicates across nodes: it needs --nodes 2 or "
+            "more; on one node use --strategy fsdp"
+        )
+    return None
+
+
 def _fsdp_here(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
+    if v["strategy"] not in SHARDED:
         return None
     if compat.parse_minor(v["torch"]) < compat.FEATURES["fsdp"]:
         return compat.fsdp_problem(v["torch"], "fp32")
@@ -67,7 +80,7 @@ def _fsdp_here(v: Answers) -> str | None:
 
 
 def _fsdp_precision(v: Answers) -> str | None:
-    if v["strategy"] != "fsdp":
+    if v["strategy"] not in SHARDED:
         return None
     return compat.fsdp_problem(v["torch"], v["precision"])
 
@@ -102,6 +115,7 @@ RULES: tuple[Rule, ...] = (
     Rule("framework", ("framework", "nodes"), _dp_one_node),
     Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
     Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
+    Rule("strategy", ("strategy", "framework", "nodes"), _hsdp_across_nodes),
     Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
     Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
     Rule("scheduler", ("scheduler", "framework"), _manifests_launch_torchrun),

@@ -53,6 +53,19 @@ def test_fsdp_project_passes_its_smoke_test_sharded(tmp_path, task):
     assert report["checkpoint_loads"] is True and report["params_in_sync"] is True
 
 
+@pytest.mark.parametrize("strategy", ["fsdp", "hsdp"])
+def test_a_sharded_project_passes_its_smoke_test_on_two_simulated_nodes(tmp_path, strategy):
+    """2 simulated nodes x 2 processes writing to one checkpoint folder (the filesystem every
+    node shares, as the README asks): FSDP shards over the 4 ranks, HSDP within each node
+    (a 2-D mesh: the report says how the model really is wrapped) and replicates across."""
+    result = run_genie("new", "p", "--yes", "--strategy", strategy, "--nodes", "2",
+                       "--master-addr", "10.1.1.1", cwd=tmp_path, **OFFLINE)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+    report = report_of(result.stdout)
+    assert report["strategy"] == strategy and report["world_size"] == 4
+    assert report["checkpoint_loads"] is True and report["params_in_sync"] is True
+
+
 def export(project, folder: str):
     """The project's own export.py: a step folder as one file of weights."""
     import torch
