@@ -30,8 +30,8 @@ ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1",
        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
 WIDE = ["--hidden", "1024", "--depth", "4"]  # 3.2M parameters: 12.7 MB in fp32
 STEPS_SHORT, STEPS_LONG = 2, 7  # within the first epoch (8 steps under --smoke)
-ARGS = ["--smoke", *WIDE, "--lr", "1e-3", "--epochs", "1", "--log-every", "1", "--save-every", "1000000",
-        "--tracker", "none", "--num-workers", "0"]  # fmt: skip
+ARGS = ["--smoke", *WIDE, "--lr", "1e-3", "--epochs", "1", "--log-every", "1",
+        "--save-every", "1000000", "--tracker", "none", "--num-workers", "0"]  # fmt: skip
 
 
 def generate(root: Path, strategy: str) -> Path:
