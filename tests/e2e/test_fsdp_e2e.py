@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ..conftest import run_genie
+from ..conftest import TORCHRUN, run_genie
 from .conftest import OFFLINE, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
@@ -221,6 +221,73 @@ def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
     assert a["model"].keys() == b.keys()
     for name, tensor in a["model"].items():
         torch.testing.assert_close(b[name], tensor, rtol=1e-5, atol=1e-6)
+
+
+STRAIGHT = pytest.mark.xdist_group("fsdp-straight")  # one worker makes the fixture once
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """An uninterrupted FSDP --smoke run of 2 epochs (16 steps): what interrupted runs of
+    the same project must end with, bit for bit on CPU."""
+    project = generate(tmp_path_factory.mktemp("straight"), "--strategy", "fsdp")
+    run = torchrun(project, "--smoke", "--epochs", "2", "--checkpoint-dir", "straight")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return project
+
+
+def final_weights(project, folder: str, tmp_path) -> dict:
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    dcp_to_torch_save(project / folder / "last", tmp_path / f"{folder}.pt")
+    return torch.load(tmp_path / f"{folder}.pt", weights_only=True)["model"]
+
+
+def assert_same_end(project, folder: str, tmp_path) -> None:
+    import torch
+
+    a, b = final_weights(project, "straight", tmp_path), final_weights(project, folder, tmp_path)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), folder
+
+
+@STRAIGHT
+def test_a_preempted_fsdp_run_saves_its_shards_at_the_step_and_the_next_start_resumes(
+    straight, tmp_path
+):
+    """SIGUSR1 during step 5: every rank writes its shards after step 6 and exits 75; a
+    plain start (no --resume, as a requeued job starts) resumes there and ends as the
+    uninterrupted run ends."""
+    env = {**OFFLINE, "GENIE_STOP_VOTE_SECONDS": "0", "GENIE_FAULT": "usr1:*:5"}
+    first = torchrun(straight, "--smoke", "--epochs", "2", "--checkpoint-dir", "pre", env=env)
+    out = first.stdout + first.stderr
+    assert first.returncode != 0 and "exitcode  : 75" in out, out[-3000:]
+    assert "SIGUSR1: stopped at step 6, checkpoint written to pre/last" in out
+    assert (straight / "pre" / "last").resolve().name == "step-00000006"
+    second = torchrun(straight, "--smoke", "--epochs", "2", "--checkpoint-dir", "pre")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "resumed from pre/step-00000006 at epoch 0, step 6" in second.stdout
+    assert report_of(second.stdout)["steps"] == 16
+    assert_same_end(straight, "pre", tmp_path)
+
+
+@STRAIGHT
+def test_fsdp_workers_killed_twice_are_restarted_by_torchrun_and_end_the_same(straight, tmp_path):
+    """torchrun --max_restarts: every worker killed at steps 5 and 10; each restart resumes
+    from the newest complete step folder, and the run ends as the uninterrupted one."""
+    env = {**OFFLINE, "GENIE_FAULT": "kill:*:5,10", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    done = subprocess.run(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=2", "train.py",
+         "--smoke", "--epochs", "2", "--checkpoint-dir", "killed"],
+        cwd=straight, env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # each restart from the newest folder complete by then (step 3 or 8 unless the write
+    # in the background was still going when the workers died)
+    resumed = [int(x) for x in re.findall(r"resumed from killed/step-(\d+)", done.stdout)]
+    assert len(resumed) == 2 and resumed[0] < 5 and 5 <= resumed[1] < 10, done.stdout[-3000:]
+    assert report_of(done.stdout)["steps"] == 16
+    assert_same_end(straight, "killed", tmp_path)
 
 
 @pytest.fixture(scope="module")
