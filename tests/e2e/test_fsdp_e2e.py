@@ -110,11 +110,11 @@ dist_utils.shutdown()
 """
 
 
-def initial_weights(project, out: str, *flags: str) -> tuple[dict, list[str]]:
+def initial_weights(project, out: str, *flags: str, nproc: int = 2) -> tuple[dict, list[str]]:
     import torch
 
     (project / "initial.py").write_text(INITIAL)
-    run = torchrun(project, *flags, script="initial.py",
+    run = torchrun(project, *flags, script="initial.py", nproc=nproc,
                    env={**OFFLINE, "INITIAL": out})  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Warning" not in run.stderr, run.stderr[-3000:]  # none per random op on the CPU
@@ -192,6 +192,20 @@ def test_fsdp_compiles_each_block_and_learns_as_it_does_uncompiled(tmp_path):
     assert frames["eager"] == 0 and frames["compiled"] >= 2, frames  # a frame per block at least
     for key in ("first_loss", "last_loss"):
         assert reports["compiled"][key] == pytest.approx(reports["eager"][key], rel=1e-4)
+
+
+def test_on_the_cpu_another_number_of_processes_initialises_other_weights(tmp_path):
+    """The README's caveat: without DTensor's random-number tracker (CPU), each shard draws
+    from a seed of its own, so 1 and 2 processes start from different (valid) weights."""
+    import torch
+
+    project = generate(tmp_path, "--strategy", "fsdp")
+    one, _ = initial_weights(project, "one.pt", "--smoke", nproc=1)
+    two, _ = initial_weights(project, "two.pt", "--smoke")
+    weights = [name for name, tensor in one["sharded"].items() if tensor.std() > 0]
+    assert weights and not any(
+        torch.equal(one["sharded"][name], two["sharded"][name]) for name in weights
+    )
 
 
 def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
