@@ -101,10 +101,10 @@ else:
     ("case", "said"),
     [
         ("fits", "OK"),
-        ("size", "STOP --resume: ck/last.pt does not fit this model: 0.weight is [32, 8] there, "
+        ("size", "STOP ck/last.pt does not fit this model: 0.weight is [32, 8] there, "
                  "[16, 8] here; it was written for another model size, task or framework"),
-        ("task", "STOP --resume: ck/last.pt does not fit this model: it lacks 0.bias"),
-        ("foreign", "STOP --resume: ck/last.pt does not fit this model: it is not a checkpoint"),
+        ("task", "STOP ck/last.pt does not fit this model: it lacks 0.bias"),
+        ("foreign", "STOP ck/last.pt does not fit this model: it is not a checkpoint"),
     ],
 )  # fmt: skip
 def test_a_checkpoint_of_another_model_stops_the_resume_with_one_line(case, said, tmp_path):
@@ -151,7 +151,7 @@ def test_smoke_never_touches_real_checkpoints_and_a_misfit_resume_is_one_line(tm
     assert misfit.returncode != 0
     said = [line for line in output.splitlines() if "does not fit this model" in line]
     assert len(said) == 1, output[-3000:]  # once, from rank 0
-    assert "--resume: checkpoints/smoke/last.pt does not fit this model: " in said[0]
+    assert "checkpoints/smoke/last.pt does not fit this model: " in said[0]
     assert "it lacks net." in said[0]  # the smoke model is smaller: the first missing layer
     assert "size mismatch" not in output and "[rank0]: Traceback" not in output
     assert {p.name: p.read_bytes() for p in checkpoints.glob("*.pt")} == before
@@ -191,7 +191,7 @@ def test_resuming_the_checkpoints_of_another_model_size_stops_with_one_line(
     said = [line for line in output.splitlines() if "does not fit this model" in line]
     assert len(said) == 1, output[-3000:]  # once, from rank 0
     # the smoke model has one hidden layer less: the first missing weight is named
-    assert said[0].startswith(f"--resume: {checkpoints / newest} does not fit this model: ")
+    assert said[0].startswith(f"{checkpoints / newest} does not fit this model: ")
     assert "it lacks " in said[0] and "another model size, task or framework" in said[0]
     assert tracebacks_besides_torchrun(output) == 0, output[-5000:]
     assert "size mismatch" not in output

@@ -185,7 +185,7 @@ def test_a_preempted_lightning_run_saves_at_the_step_and_the_next_start_resumes(
 def test_a_resume_that_would_change_the_schedule_stops_with_one_line(elastic_runs):
     run = elastic_runs("ddp")  # its straight run's checkpoint: 24 steps of a 24-step schedule
     code, log = finish(start(run.project, run.env, "straight", "--epochs", "4", "--resume"))
-    said = ("--resume: this run's LR schedule ends at step 32, the checkpoint's at 24: pass "
+    said = ("resuming: this run's LR schedule ends at step 32, the checkpoint's at 24: pass "
             "--schedule-change continue (this run's schedule, from step 24) or restart")  # fmt: skip
     assert code != 0 and said in log, log[-3000:]
     assert 'File "' + str(run.project / "train.py") not in log  # a message, not a trace

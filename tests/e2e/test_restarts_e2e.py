@@ -1,0 +1,134 @@
+"""A start resumes its run by itself (issue 45): the same command again, after a SIGKILL of
+the whole launch (a lost node, a restarted pod, a resubmitted job), ends as one
+uninterrupted run; --fresh sets the old checkpoints aside; another run's folder is
+refused with one line. Every framework, real (not --smoke) training."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import CPU_ENV, THIS_PYTHON, generate
+
+CPUS = ("--nproc-per-node", "2", "--gpus-per-node", "0")
+VARIANTS = {
+    "ddp": ("--framework", "ddp", *CPUS),
+    "fsdp": ("--framework", "ddp", "--strategy", "fsdp", *CPUS),
+    "lightning": ("--framework", "lightning", *CPUS),
+    "hf": ("--framework", "hf", *CPUS),
+    "dp": ("--framework", "dp", "--gpus-per-node", "0"),
+}
+# 4096 samples in 16s on 2 ranks: 128 optimizer steps an epoch, a checkpoint every 5
+TRAIN = ("--num-samples", "4096", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
+EVERY = {"hf": ("--eval-every", "5")}  # the Trainer checkpoints at its evaluations
+
+
+def command(project: Path, variant: str, folder: str, *extra: str) -> dict:
+    every = EVERY.get(variant, ("--save-every", "5"))
+    return dict(
+        args=["bash", "launch/single_node.sh", *TRAIN, *every, "--checkpoint-dir", folder, *extra],
+        cwd=project, env={**os.environ, **CPU_ENV, **THIS_PYTHON},
+    )  # fmt: skip
+
+
+def launch(project: Path, variant: str, folder: str, *extra: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        **command(project, variant, folder, *extra), capture_output=True, text=True, timeout=600
+    )
+    done.stdout += done.stderr
+    return done
+
+
+def saved(folder: Path, variant: str) -> bool:
+    """Whether the run in ``folder`` has written a complete checkpoint."""
+    if variant == "hf":
+        return any(folder.glob("checkpoint-*/trainer_state.json"))
+    name = {"fsdp": "last", "lightning": "last.ckpt"}.get(variant, "last.pt")
+    return (folder / name).exists()
+
+
+def kill_after_a_save(project: Path, variant: str, folder: str) -> None:
+    """The command, SIGKILLed with all its processes (as a node is lost) soon after its
+    first checkpoint, while it trains on."""
+    process = subprocess.Popen(
+        **command(project, variant, folder),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not saved(project / folder, variant) and time.monotonic() < deadline:
+        assert process.poll() is None, "the run ended before its first checkpoint"
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it was killed: make it longer"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def weights(folder: Path, variant: str, scratch: Path) -> dict:
+    import torch
+
+    if variant == "fsdp":
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        dcp_to_torch_save(folder / "last", scratch / f"{folder.name}.pt")
+        return torch.load(scratch / f"{folder.name}.pt", weights_only=True)["model"]
+    if variant == "hf":
+        from safetensors.torch import load_file
+
+        newest = max(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        return load_file(newest / "model.safetensors")
+    if variant == "lightning":
+        return torch.load(folder / "last.ckpt", weights_only=False)["state_dict"]
+    return torch.load(folder / "last.pt", weights_only=True)["model"]
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_path):
+    project = generate(tmp_path, *VARIANTS[variant])
+    straight = launch(project, variant, "straight")
+    assert straight.returncode == 0, straight.stdout[-3000:]
+    assert "resum" not in straight.stdout.lower()  # a new folder: nothing to resume
+
+    kill_after_a_save(project, variant, "run")
+    again = launch(project, variant, "run")
+    assert again.returncode == 0, again.stdout[-3000:]
+    said = [line for line in again.stdout.splitlines() if "resum" in line.lower()]
+    assert said and f" run{os.sep}" in said[0], again.stdout[-3000:]
+    import torch
+
+    a, b = weights(project / "straight", variant, tmp_path), weights(
+        project / "run", variant, tmp_path
+    )
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # --fresh: everything the folder held moves, byte for byte, into earlier-<time>/
+    before = files(project / "run")
+    fresh = launch(project, variant, "run", "--fresh")
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+    [aside] = (project / "run").glob("earlier-*")
+    assert files(aside) == before
+    assert "--fresh: the earlier checkpoints are now in run/earlier-" in fresh.stdout
+
+    # another run's folder (here: another model) is refused, and nothing in it changes
+    marker = project / "run" / "RUN.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "model": "another"}))
+    before = files(project / "run")
+    other = launch(project, variant, "run")
+    assert other.returncode != 0
+    said = [line for line in other.stdout.splitlines() if "holds the checkpoints of" in line]
+    assert said == [
+        "run holds the checkpoints of another run (model 'another' there, None here): pass "
+        "--fresh to set them aside and start over, or another --checkpoint-dir"
+    ], other.stdout[-3000:]
+    assert 'Traceback (most recent call last):\n  File "' + str(project) not in other.stdout
+    assert files(project / "run") == before
