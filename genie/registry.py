@@ -68,6 +68,7 @@ class Task:
     summary: str
     title: str
     packages: tuple[str, ...]
+    lr: float = 1e-3  # the default learning rate of its model (AdamW)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +205,7 @@ TASKS: dict[str, Task] = {
             summary=_("text classification with transformers (AutoModel, AutoTokenizer, datasets)"),
             title=N_("text classification (transformers)"),
             packages=("transformers", "datasets"),
+            lr=5e-5,  # fine-tuning a pretrained transformer, as the HF Trainer's default
         ),
         Task(
             key="cv",

@@ -109,7 +109,7 @@ def test_pods_ask_for_the_cpus_slurm_would_and_get_time_to_checkpoint(manifests)
     answers = VARIANTS["four-gpu-nodes"]
     slurm = engine.render(build_spec({"name": "proj", **answers, "scheduler": "slurm"}, MACHINE))
     sbatch = slurm["launch/slurm.sbatch"].decode().splitlines()
-    [cpus] = [line for line in sbatch if "--cpus-per" in line]
+    [cpus] = [line for line in sbatch if line.startswith("#SBATCH --cpus-per")]
     job = manifests["four-gpu-nodes"]
     for replica in job["launch/pytorchjob.yaml"]["spec"]["pytorchReplicaSpecs"].values():
         pod = replica["template"]["spec"]

@@ -103,7 +103,7 @@ def test_slurm_runs_torchrun_once_per_node_with_c10d_on_the_head_node(gpu_machin
     ]  # fmt: skip
     # launch/network.sh finds each node's own address and interface, then runs torchrun
     assert launch.shell_join(launch.slurm_args(spec)) == (
-        'srun bash launch/network.sh "$head_node" torchrun --nnodes="$SLURM_NNODES" '
+        'srun --kill-on-bad-exit=1 bash launch/network.sh "$head_node" torchrun --nnodes="$SLURM_NNODES" '
         "--nproc_per_node=8 --rdzv_backend=c10d "
         '--rdzv_endpoint="$head_node:$rdzv_port" --rdzv_id="$SLURM_JOB_ID" train.py'
     )
@@ -112,7 +112,44 @@ def test_slurm_runs_torchrun_once_per_node_with_c10d_on_the_head_node(gpu_machin
 def test_lightning_on_slurm_runs_one_srun_task_per_device(gpu_machine):
     spec = slurm_spec(gpu_machine, framework="lightning", nodes=2, master_addr="gpu-01")
     assert "--ntasks-per-node=8" in launch.sbatch_directives(spec)
-    assert launch.slurm_args(spec) == ["srun", "python", "train.py"]
+    assert launch.slurm_args(spec) == ["srun", "--kill-on-bad-exit=1", "python", "train.py"]
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf", "dp"])
+def test_every_sbatch_passes_its_cpus_on_to_the_job_step(cpu_machine, framework):
+    """srun (Slurm 22.05+) does not pass --cpus-per-task on to the step by itself: each task
+    would get one CPU. The e2e test on the test SLURM shows what a step sees."""
+    spec = build_spec({"name": "p", "scheduler": "slurm", "framework": framework}, cpu_machine)
+    script = engine.render(spec)["launch/slurm.sbatch"].decode()
+    export = 'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"'
+    assert script.index(export) < script.index("srun --kill-on-bad-exit=1 ")
+
+
+@pytest.mark.parametrize(("torch", "exported"), [("2.1", True), ("2.2", False), ("2.14", False)])
+def test_lightning_under_srun_ends_a_rank_stuck_in_nccl_on_old_torch(cpu_machine, torch, exported):
+    """torch 2.1 and older end a rank stuck in a NCCL collective only with
+    NCCL_ASYNC_ERROR_HANDLING=1, which torchrun sets and srun does not; 2.2 does by default."""
+    answers = {"name": "p", "scheduler": "slurm", "framework": "lightning", "torch": torch}
+    script = engine.render(build_spec(answers, cpu_machine))["launch/slurm.sbatch"].decode()
+    assert ("export NCCL_ASYNC_ERROR_HANDLING=1\n" in script) is exported
+
+
+@pytest.mark.parametrize(
+    ("framework", "torch", "relays"),
+    [("ddp", "2.14", True), ("ddp", "2.10", True), ("ddp", "2.9", False),
+     ("lightning", "2.14", False), ("hf", "2.14", False), ("dp", "2.14", False)],
+)  # fmt: skip
+def test_the_launch_script_passes_ctrl_c_on_where_torchrun_leaves_it(
+    cpu_machine, framework, torch, relays
+):
+    """torchrun 2.10+ can leave SIGINT alone (--signals_to_handle): the script then passes
+    Ctrl-C on to the workers of train.py's own loop, which stop at a step (e2e: the restarts
+    test); elsewhere the script execs its command as before."""
+    spec = build_spec({"name": "p", "framework": framework, "torch": torch}, cpu_machine)
+    script = engine.render(spec)["launch/single_node.sh"].decode()
+    assert (launch.CTRL_C_FLAG in script) is relays
+    assert ("trap 'interrupted=130;" in script) is relays
+    assert ("\nexec " in script) is not relays
 
 
 @pytest.mark.parametrize(
@@ -144,7 +181,9 @@ def test_partition_account_and_time_become_directives_only_when_given(cpu_machin
 def test_the_printed_commands_of_a_slurm_project_start_with_the_sbatch_line(cpu_machine):
     cmds = launch.commands(slurm_spec(cpu_machine))
     assert cmds[0].script == "mkdir -p logs && sbatch launch/slurm.sbatch"
-    assert cmds[0].argv[:5] == ("srun", "bash", "launch/network.sh", "$head_node", "torchrun")
+    assert cmds[0].argv[:6] == (
+        "srun", "--kill-on-bad-exit=1", "bash", "launch/network.sh", "$head_node", "torchrun"
+    )  # fmt: skip
     assert launch.sbatch_args(["--smoke"], wait=True) == [
         "sbatch", "--wait", "--parsable", "launch/slurm.sbatch", "--smoke"
     ]  # fmt: skip

@@ -159,7 +159,8 @@ def test_readme_and_file_list_name_what_trains_the_project(rendered, variant, sa
 def test_launch_scripts_and_readme_carry_the_planned_commands(rendered, cpu_machine):
     spec = spec_of(cpu_machine, **VARIANTS["multinode-static"])
     files = rendered["multinode-static"]
-    assert launch.shell_join(launch.multi_node_args(spec)) in files["launch/multi_node.sh"].decode()
+    line = launch.script_line(spec, launch.multi_node_args(spec))  # with CTRL_C_FLAG here
+    assert launch.CTRL_C_FLAG in line and line in files["launch/multi_node.sh"].decode()
     readme = files["README.md"].decode()
     for command in launch.commands(spec):
         assert command.script in readme and launch.shell_join(command.argv) in readme
@@ -227,7 +228,7 @@ def test_the_base_archive_holds_every_file_genie_wrote_but_its_answers(rendered,
     assert archive.pack(kept) == rendered[variant][archive.ARCHIVE]  # the same bytes every time
 
 
-def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendered, cpu_machine):
+def test_multi_node_script_checks_node_rank_and_runs_torchrun(tmp_path, rendered, cpu_machine):
     write.write_project(tmp_path / "p", rendered["multinode-static"])
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -250,7 +251,14 @@ def test_multi_node_script_checks_node_rank_and_execs_torchrun(tmp_path, rendere
     env.update(MASTER_ADDR="127.0.0.1", LOCAL_ADDR="10.9.9.9")
     result = run("1", "--smoke", "--epochs", "2")
     spec = spec_of(cpu_machine, **VARIANTS["multinode-static"])
-    expected = launch.multi_node_args(spec, 1)[1:] + ["--smoke", "--epochs", "2"]
+    # torchrun leaves Ctrl-C to the script (it passes it on to the workers)
+    expected = [
+        launch.CTRL_C_FLAG,
+        *launch.multi_node_args(spec, 1)[1:],
+        "--smoke",
+        "--epochs",
+        "2",
+    ]
     expected = [a.replace("$LOCAL_ADDR", "10.9.9.9") for a in expected]
     expected = [a.replace("10.0.0.1", "127.0.0.1") for a in expected]
     expected.insert(expected.index("--master_port=23456") + 1, "--rdzv_conf=timeout=900")

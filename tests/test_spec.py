@@ -187,3 +187,11 @@ def test_the_wizard_offers_hsdp_only_across_nodes_with_the_plain_loop(cpu_machin
     lightning = spec_of(cpu_machine, nodes=2, master_addr="h", framework="lightning",
                         gpus_per_node=4).answers()  # fmt: skip
     assert rules.allowed(field, lightning) == ("ddp", "fsdp")
+
+
+@pytest.mark.parametrize(("task", "lr"), [("custom", 1e-3), ("cv", 1e-3), ("nlp", 5e-5)])
+def test_the_default_learning_rate_is_sized_per_task(cpu_machine, task, lr):
+    """Fine-tuning the nlp task's pretrained transformer at 1e-3 wrecks it: 5e-5 there (the
+    HF Trainer's default); an answer still wins."""
+    assert spec_of(cpu_machine, task=task).lr == lr
+    assert spec_of(cpu_machine, task=task, lr="3e-4").lr == 3e-4

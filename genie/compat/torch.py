@@ -93,6 +93,12 @@ FEATURES: dict[str, Version] = {
     "local_addr": (2, 0),
     # torch.load(mmap=True): a checkpoint's tensors stay on disk until read
     "load_mmap": (2, 1),
+    # TORCH_NCCL_ASYNC_ERROR_HANDLING on by default: a rank stuck in a collective past the
+    # timeout ends its process; before, only torchrun set NCCL_ASYNC_ERROR_HANDLING=1
+    "nccl_async_errors_default": (2, 2),
+    # torchrun --signals_to_handle: torchrun can leave Ctrl-C (SIGINT) to the launch script
+    # (2.9.1 has no such flag; measured in the wheels)
+    "torchrun_signals_to_handle": (2, 10),
 }
 
 

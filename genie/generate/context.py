@@ -43,6 +43,7 @@ class Launch:
     sbatch: list[str]
     network: bool  # launch/network.sh finds each node's address and interface
     srun_tasks: bool  # under SLURM, srun starts every process (no torchrun per node)
+    relay_ctrl_c: bool  # the launch scripts pass Ctrl-C on to the workers
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,15 @@ def build(spec: Spec) -> Context:
 
 def _launch(spec: Spec) -> Launch:
     return Launch(
-        single_node=launch.shell_join(launch.single_node_args(spec)),
-        multi_node=launch.shell_join(launch.multi_node_args(spec)) if spec.multi_node else None,
+        single_node=launch.script_line(spec, launch.single_node_args(spec)),
+        multi_node=(
+            launch.script_line(spec, launch.multi_node_args(spec)) if spec.multi_node else None
+        ),
         slurm=launch.shell_join(launch.slurm_args(spec)),
         sbatch=launch.sbatch_directives(spec),
         network=launch.needs_network_script(spec),
         srun_tasks=launch.slurm_uses_srun_tasks(spec),
+        relay_ctrl_c=launch.relays_ctrl_c(spec),
     )
 
 

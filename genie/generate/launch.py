@@ -82,6 +82,26 @@ def torchrun_args(
     return [*args, entrypoint]
 
 
+# torchrun leaves Ctrl-C to the launch script, which passes it on to the workers (each in a
+# session of its own): they checkpoint at the next optimizer step and stop.
+CTRL_C_FLAG = "--signals_to_handle=SIGTERM,SIGHUP,SIGQUIT"
+
+
+def relays_ctrl_c(spec: Spec) -> bool:
+    """Whether the launch scripts pass Ctrl-C on to the workers: where train.py's own loop
+    stops at a step on it, and torchrun can be told to leave it alone (torch 2.10+)."""
+    framework = FRAMEWORKS[spec.framework]
+    own_loop = framework.torchrun and not framework.trainer
+    return own_loop and compat.features(spec.torch)["torchrun_signals_to_handle"]
+
+
+def script_line(spec: Spec, argv: list[str]) -> str:
+    """``argv`` as a launch script runs it: with CTRL_C_FLAG where it relays Ctrl-C."""
+    if relays_ctrl_c(spec) and argv[0] == "torchrun":
+        argv = [argv[0], CTRL_C_FLAG, *argv[1:]]
+    return shell_join(argv)
+
+
 def single_node_args(spec: Spec) -> list[str]:
     """All processes on this machine."""
     if not FRAMEWORKS[spec.framework].torchrun:
@@ -220,12 +240,15 @@ def sbatch_directives(spec: Spec) -> list[str]:
 
 def slurm_args(spec: Spec) -> list[str]:
     """What the batch script runs on the allocation (its last line)."""
+    # --kill-on-bad-exit: a task that fails ends the step, not a hang of the others until
+    # the collective timeout or the wall time
     if slurm_uses_srun_tasks(spec):
-        return ["srun", "python", ENTRYPOINT]
+        return ["srun", "--kill-on-bad-exit=1", "python", ENTRYPOINT]
     # On every node, launch/network.sh finds the node's own address and interface, then runs
     # torchrun with them.
     return [
-        "srun", "bash", NETWORK_SCRIPT, SLURM_HEAD_VAR, "torchrun", "--nnodes=$SLURM_NNODES",
+        "srun", "--kill-on-bad-exit=1", "bash", NETWORK_SCRIPT, SLURM_HEAD_VAR,
+        "torchrun", "--nnodes=$SLURM_NNODES",
         f"--nproc_per_node={spec.processes_per_node}", "--rdzv_backend=c10d",
         f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}", "--rdzv_id=$SLURM_JOB_ID",
         ENTRYPOINT,

@@ -67,6 +67,10 @@ def _default_precision(answers: Answers, machine: Machine) -> str:
     return "bf16" if answers.get("gpus_per_node") else "fp32"
 
 
+def _default_lr(answers: Answers, machine: Machine) -> float:
+    return TASKS[str(answers.get("task") or "custom")].lr
+
+
 def _const(value: Any) -> Callable[[Answers, Machine], Any]:
     return lambda answers, machine: value
 
@@ -222,8 +226,10 @@ FIELDS: tuple[Field, ...] = (
         default=_const(3), minimum=1, maximum=1_000_000,
     ),
     Field(
-        "lr", float, _("Learning rate?"), _("AdamW learning rate."),
-        default=_const(1e-3), minimum=1e-12, maximum=10,
+        "lr", float, _("Learning rate?"),
+        _("AdamW learning rate; the nlp task fine-tunes a pretrained transformer, at a "
+          "smaller one."),
+        default=_default_lr, minimum=1e-12, maximum=10,
     ),
     Field(
         "compile", bool, _("Use torch.compile?"),

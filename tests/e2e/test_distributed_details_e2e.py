@@ -114,6 +114,11 @@ sys.argv = ["train.py", "--smoke", "--tracker", "none"]
 args = config.parse_args()
 device = dist_utils.setup(args.dist_timeout)
 loader, _ = train.build_loaders(args, device)
+# the seed each epoch's iterator gives its DataLoader workers (augmentations), per rank
+drawn = torch.tensor([iter(loader)._base_seed])
+unseeded = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator()).item()
+worker_seeds = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+dist.all_gather(worker_seeds, drawn)
 before = [p.detach().clone() for p in train.build_model(args, 10).parameters()]
 dist_utils.seed_all(args.seed)
 fresh = [p.detach().clone() for p in train.build_model(args, 10).parameters()]
@@ -126,9 +131,11 @@ dist.all_gather(weights, fresh[0].sum().reshape(1))
 if dist.get_rank() == 0:
     print("MASKS_DIFFER", not torch.equal(masks[0], masks[1]))
     print("INIT_EQUAL", torch.equal(weights[0], weights[1]))
+    print("WORKER_SEEDS_DIFFER", int(worker_seeds[0]) != int(worker_seeds[1]))
+    print("WORKER_SEEDS_SEEDED", unseeded not in [int(s) for s in worker_seeds])
 # as train.py does: nothing that used the process group may outlive it, or gloo can abort
 # at exit (pytorch/pytorch#190489; seen once in CI when these were still referenced)
-del run, loader, _, before, fresh, mask, masks, weights
+del run, loader, _, before, fresh, mask, masks, weights, drawn, worker_seeds
 dist_utils.shutdown()
 # This test judges the seeds, not the exit: gloo still aborted at exit once in a full run
 # (rank 0, "terminate called without an active exception") after all the above.
@@ -142,6 +149,9 @@ def test_ranks_start_from_the_same_weights_but_draw_different_dropout(tmp_path):
     result = run_script(project, SEEDS)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "MASKS_DIFFER True" in result.stdout and "INIT_EQUAL True" in result.stdout
+    # each rank's DataLoader workers draw their own augmentations, from --seed
+    assert "WORKER_SEEDS_DIFFER True" in result.stdout
+    assert "WORKER_SEEDS_SEEDED True" in result.stdout
 
 
 RESTARTED_ON_ONE_NODE = """

@@ -1,6 +1,6 @@
 """A start resumes its run by itself (issue 45): the same command again, after a SIGKILL of
-the whole launch (a lost node, a restarted pod, a resubmitted job), ends as one
-uninterrupted run; --fresh sets the old checkpoints aside; another run's folder is
+the whole launch (a lost node, a restarted pod, a resubmitted job) or a Ctrl-C, ends as
+one uninterrupted run; --fresh sets the old checkpoints aside; another run's folder is
 refused with one line. Every framework, real (not --smoke) training."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ VARIANTS = {
 # 4096 samples in 16s on 2 ranks: 128 optimizer steps an epoch, a checkpoint every 5
 TRAIN = ("--num-samples", "4096", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
 EVERY = {"hf": ("--eval-every", "5")}  # the Trainer checkpoints at its evaluations
+CTRL_C = ("ddp", "fsdp", "dp")  # train.py's own loop: Ctrl-C stops it at a step
 
 
 def command(project: Path, variant: str, folder: str, *extra: str) -> dict:
@@ -70,6 +71,24 @@ def kill_after_a_save(project: Path, variant: str, folder: str) -> None:
     process.wait(timeout=60)
 
 
+def ctrl_c_after_a_few_steps(project: Path, variant: str, folder: str) -> tuple[int, str]:
+    """The command in a terminal of its own, Ctrl-C pressed once it trains (SIGINT to
+    its foreground process group, as a terminal sends it); its exit code and output."""
+    log = project / f"{folder}.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            **command(project, variant, folder, "--log-every", "1"),
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while "step 3/" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.01)
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=120)
+    return code, log.read_text()
+
+
 def weights(folder: Path, variant: str, scratch: Path) -> dict:
     import torch
 
@@ -110,6 +129,18 @@ def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_
         project / "run", variant, tmp_path
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    if variant in CTRL_C:  # Ctrl-C: a checkpoint at the step, one line, exit 130
+        code, said = ctrl_c_after_a_few_steps(project, variant, "stopped")
+        stopped = [line for line in said.splitlines() if "stopped at step" in line]
+        assert code == 130 and len(stopped) == 1, said[-3000:]
+        assert stopped[0].endswith("; the same command resumes there"), said[-3000:]
+        assert "Traceback" not in said and "FAILED" not in said, said[-3000:]
+        step = stopped[0].split("stopped at step ")[1].split(",")[0]
+        again = launch(project, variant, "stopped")
+        assert again.returncode == 0 and f"step {step}" in again.stdout, again.stdout[-3000:]
+        c = weights(project / "stopped", variant, tmp_path)
+        assert all(torch.equal(a[k], c[k]) for k in a)
 
     # --fresh: everything the folder held moves, byte for byte, into earlier-<time>/
     before = files(project / "run")

@@ -53,5 +53,5 @@ if [[ "${1:-}" == "--preflight" ]]; then
     ENTRYPOINT=launch/preflight.py
     shift
 fi
-exec {{ g.launch.multi_node }} "$@"
+{% with line = g.launch.multi_node %}{% include "partials/start.sh.j2" %}{% endwith %}
 {% endif %}
