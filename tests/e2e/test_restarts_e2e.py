@@ -129,6 +129,15 @@ def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_
         project / "run", variant, tmp_path
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    if variant == "hf":  # a checkpoint-N killed mid-save (no trainer_state.json) is passed over
+        half = project / "run" / "checkpoint-99999"
+        half.mkdir()
+        (half / "model.safetensors").write_bytes(b"half-written")
+        again = launch(project, variant, "run")
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert "resuming from run/checkpoint-" in again.stdout, again.stdout[-3000:]
+        assert "checkpoint-99999" not in again.stdout
+        half.rename(tmp_path / "half")  # not the user's: out of the way of --fresh below
 
     if variant in CTRL_C:  # Ctrl-C: a checkpoint at the step, one line, exit 130
         code, said = ctrl_c_after_a_few_steps(project, variant, "stopped")
