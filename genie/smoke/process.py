@@ -141,6 +141,20 @@ def kill_tree(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # SIGKILL is not instant: the ranks (re-parented once torchrun, or the launch script
+    # above it, died) are gone, or zombies, before this returns
+    deadline = time.monotonic() + KILL_GRACE
+    while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @dataclass

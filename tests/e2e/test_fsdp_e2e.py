@@ -82,7 +82,7 @@ def export(project, folder: str):
 # The model FSDP builds (initialised in place, shard by shard), gathered: rank 0 writes it
 # beside the same model built whole in one process with the same seed, and names the units.
 INITIAL = """
-import json, os
+import json, os, sys
 import torch, torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
@@ -106,7 +106,12 @@ if dist.get_rank() == 0:
               if isinstance(m, torch.nn.Embedding) and id(m) not in inside]
     names = [type(m).__name__ for m in units]
     print("UNITS " + json.dumps({"units": names, "tables_in_root": rooted}), flush=True)
+del model, gathered
 dist_utils.shutdown()
+# judged by what it saved and printed: gloo can still abort at exit (pytorch/pytorch#190489;
+# "terminate called without an active exception", seen once in CI after all the above)
+sys.stdout.flush()
+os._exit(0)
 """
 
 
@@ -388,23 +393,26 @@ def test_a_full_state_checkpoint_of_earlier_projects_is_converted_once(mid_epoch
     assert report_of(run.stdout)["steps"] == 16 and (legacy / "last.pt").read_bytes() == before
 
 
-def test_a_start_without_resume_never_writes_over_an_earlier_runs_folders(tmp_path):
-    """The newest folder would be resumed for this run's and its own rotated away: a real
-    run's folders stop a start without --resume, smoke run or not, with one line and
-    untouched; a smoke run replaces an earlier smoke run's."""
+def test_a_start_never_writes_over_an_earlier_runs_folders(tmp_path):
+    """A real run's folders: the same command again resumes them; a smoke run (which starts
+    anew) stops with one line and leaves them untouched; a smoke run replaces an earlier
+    smoke run's."""
     project = generate(tmp_path, "--strategy", "fsdp")
     real = ("--checkpoint-dir", "real", "--max-steps", "2", "--save-every", "2")
     first = torchrun(project, *real, "--num-workers", "0")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     kept = sorted(p.name for p in (project / "real" / "step-00000002").iterdir())
-    for again in (real, ("--smoke", "--checkpoint-dir", "real")):
-        refused = torchrun(project, *again, "--num-workers", "0")
-        assert refused.returncode != 0
-        said = [line for line in refused.stderr.splitlines() if "earlier run" in line]
-        assert said == [
-            "real holds the checkpoints of an earlier run (step-00000002): pass --resume to "
-            "continue it, or another --checkpoint-dir to start afresh"
-        ]
+    again = torchrun(project, *real, "--num-workers", "0")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resumed from real/step-00000002 at epoch 0, step 2" in again.stdout
+    assert not (project / "real" / "step-00000003").exists()  # --max-steps 2: done already
+    refused = torchrun(project, "--smoke", "--checkpoint-dir", "real", "--num-workers", "0")
+    assert refused.returncode != 0
+    said = [line for line in refused.stderr.splitlines() if "earlier run" in line]
+    assert said == [
+        "real holds the checkpoints of an earlier run (step-00000002): pass --fresh to set "
+        "them aside and start over, or another --checkpoint-dir"
+    ]
     assert sorted(p.name for p in (project / "real" / "step-00000002").iterdir()) == kept
     for _ in range(2):  # the second smoke run replaces the first's folders
         smoke = torchrun(project, "--smoke", "--checkpoint-dir", "s")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -228,6 +229,8 @@ def test_a_resume_finds_the_newest_checkpoint_on_whichever_node_has_it(projects,
     args = ["--smoke", "--epochs", "2"]
     stopped = [Node(n.config, env={"GENIE_FAULT": "hang:*:10"}) for n in two()]
     run_nodes(dirs, stopped, [*args, "--checkpoint-dir", "ck"], until="GENIE_FAULT hang")
+    assert [p.name for p in (dirs[1] / "ck").iterdir()] == ["RUN.json"]  # node 1's own mark
+    shutil.rmtree(dirs[1] / "ck")
     (dirs[0] / "ck").rename(dirs[1] / "ck")
     resumed = run_nodes(dirs, two(), [*args, "--resume", "--checkpoint-dir", "ck"])
     assert [r.returncode for r in resumed] == [0, 0], resumed[0].output[-3000:]
