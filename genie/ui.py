@@ -96,7 +96,8 @@ def commands(target: str, cmds: list[Command]) -> None:
     )
     for c in cmds:
         console().print(f"  {c.where}:  [cyan]{c.script}[/]", markup=True, soft_wrap=True)
-        console().print(f"    {c.shell}", markup=False, style="dim", soft_wrap=True)
+        if c.shell:
+            console().print(f"    {c.shell}", markup=False, style="dim", soft_wrap=True)
 
 
 def stream(line: str) -> None:

@@ -33,6 +33,7 @@ from genie.spec.questions import FIELD_BY_NAME, FIELDS
 # Asked before the summary; the rest is asked only under "Customize training settings".
 ESSENTIALS = (
     "nodes",
+    "scheduler",
     "master_addr",
     "master_port",
     "rdzv",

@@ -269,6 +269,37 @@ def test_a_default_master_address_resolving_to_loopback_is_refused(tmp_path, mon
     assert (tmp_path / "p" / "train.py").is_file()
 
 
+def test_kubernetes_asks_no_master_address_the_operator_sets(tmp_path, monkeypatch, capsys):
+    """On the machine above, --scheduler kubernetes needs no address: the project is written,
+    with the pods' manifests and no launch/multi_node.sh to send nodes to one; an address given
+    anyway is refused in one line, and an answers file of an older genie that held one still
+    reads."""
+    from genie import cli, detect
+
+    loopback = detect.Machine(0, "2.14.1", "3.11", "vm", hostname_addresses=("127.0.1.1",))
+    monkeypatch.setattr(detect, "machine", lambda: loopback)
+    flags = ["--yes", "--no-smoke", "--nodes", "2", "--scheduler", "kubernetes"]
+    cli.main(["new", str(tmp_path / "p"), *flags])
+    written = tmp_path / "p"
+    assert (written / "launch" / "pytorchjob.yaml").is_file()
+    assert not (written / "launch" / "multi_node.sh").exists()
+    answers = (written / ".genie.yml").read_text()
+    assert "master_addr" not in answers and "master_port" not in answers
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["new", str(tmp_path / "q"), *flags, "--master-addr", "10.0.0.1"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "outside Kubernetes, where the operator sets the master's address" in err
+    assert not (tmp_path / "q").exists()
+    older = tmp_path / "older.yml"
+    older.write_text(answers + 'master_addr: "gpu-01"\nmaster_port: 29500\n')
+    cli.main(["new", str(tmp_path / "r"), "--yes", "--no-smoke", "--answers", str(older)])
+    assert (tmp_path / "r" / ".genie.yml").read_text().split("files:")[0] == answers.split(
+        "files:"
+    )[0]
+
+
 def test_an_unverified_torch_is_named_in_the_summary(cpu_machine, capsys):
     from genie import compat, ui
     from genie.spec import build_spec

@@ -30,10 +30,10 @@ def test_feature_gates_follow_the_reference(torch, feature, expected):
 
 def test_requirements_pin_the_minor_and_numpy_below_2_3():
     # ddp with no tracker: torch, tqdm for the progress bar, pytest for the project's tests
-    assert compat.requirements("2.14") == ["torch>=2.14,<2.15", "tqdm>=4.64", "pytest>=7"]
+    assert compat.requirements("2.14") == ["torch>=2.14,<2.15", "tqdm>=4.64"]
     assert compat.requirements("2.2")[-1] == "numpy<2"
     assert compat.requirements("1.13", "3.10", "dp", "custom", "tensorboard") == [
-        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "six", "pytest>=7", "numpy<2",
+        "torch>=1.13,<1.14", "tqdm>=4.64", "tensorboard>=2.10", "six", "numpy<2",
     ]  # fmt: skip
     lightning = compat.requirements("2.14", "3.11", "lightning", "custom", "mlflow")
     # tqdm in every project: log lines go above the framework's own bar via tqdm.write

@@ -356,7 +356,7 @@ def test_every_paragraph_of_the_structure_exists_in_each_language(tmp_path):
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
     for raw in (
         {"nodes": 2, "master_addr": "gpu-01", "scheduler": "slurm", "framework": "lightning"},
-        {"scheduler": "kubernetes", "nodes": 2, "master_addr": "gpu-01", "strategy": "fsdp"},
+        {"scheduler": "kubernetes", "nodes": 2, "strategy": "fsdp"},
         {"framework": "dp", "task": "cv", "precision": "fp16", "gpus_per_node": 2},
         {"framework": "hf", "task": "nlp", "strategy": "fsdp", "gpus_per_node": 8},
     ):

@@ -21,12 +21,14 @@ CRDS = {
     "launch/pytorchjob.yaml": "kubeflow.org_pytorchjobs.yaml",
     "launch/trainjob.yaml": "trainer.kubeflow.org_trainjobs.yaml",
 }
+VOLUME = "launch/volume.yaml"
 VARIANTS = {
     "one-cpu-node": {"gpus_per_node": 0},
-    "four-gpu-nodes": {"nodes": 4, "master_addr": "gpu-01", "gpus_per_node": 8},
+    "four-gpu-nodes": {"nodes": 4, "gpus_per_node": 8},
     "lightning-odd-name": {"name": "My_Proj.v2", "framework": "lightning", "gpus_per_node": 2,
                            "image": "registry.example.com/team/proj:1.0"},
-    "hf-two-nodes": {"framework": "hf", "nodes": 2, "master_addr": "gpu-01", "gpus_per_node": 4},
+    "hf-two-nodes": {"framework": "hf", "nodes": 2, "gpus_per_node": 4, "rdzv": "static",
+                     "storage_class": "nfs-client", "storage_size": "2Ti"},
 }  # fmt: skip
 MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
 
@@ -47,7 +49,8 @@ def manifests() -> dict[str, dict[str, dict]]:
     for variant, answers in VARIANTS.items():
         spec = build_spec({"name": "proj", **answers, "scheduler": "kubernetes"}, MACHINE)
         files = engine.render(spec)
-        result[variant] = {path: yaml.safe_load(files[path]) for path in CRDS}
+        result[variant] = {path: yaml.safe_load(files[path]) for path in (*CRDS, VOLUME)}
+        result[variant]["Dockerfile"] = files["Dockerfile"].decode()
     return result
 
 
@@ -74,18 +77,104 @@ def test_a_broken_manifest_is_rejected(manifests):
     assert not check.is_valid(broken)
 
 
-def test_pytorchjob_has_a_master_and_the_other_nodes_as_workers_with_gpus_and_shm(manifests):
+def test_c10d_nodes_are_elastic_workers_and_static_ones_a_master_and_workers(manifests):
+    """c10d (the default): every node a Worker under an elastic policy of exactly ``nodes``
+    (the operator's webhook wants Workers for one), so a restarted pod rejoins; static: one
+    Master and the rest Workers, as the operator's static rendezvous needs; one node: a Master."""
     job = manifests["four-gpu-nodes"]["launch/pytorchjob.yaml"]["spec"]
-    replicas = job["pytorchReplicaSpecs"]
-    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 3)
+    assert list(job["pytorchReplicaSpecs"]) == ["Worker"]
+    assert job["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    assert job["elasticPolicy"] == {
+        "rdzvBackend": "c10d", "rdzvPort": 29400, "rdzvId": "proj",
+        "minReplicas": 4, "maxReplicas": 4, "maxRestarts": 3,
+    }  # fmt: skip
     assert job["nprocPerNode"] == "8"
-    pod = replicas["Worker"]["template"]["spec"]
-    [container] = pod["containers"]
+    [container] = job["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
     assert container["image"] == "ghcr.io/your-org/proj:latest"  # the default the README names
-    one = manifests["one-cpu-node"]["launch/pytorchjob.yaml"]["spec"]["pytorchReplicaSpecs"]
-    assert list(one) == ["Master"]
+    static = manifests["hf-two-nodes"]["launch/pytorchjob.yaml"]["spec"]
+    assert "elasticPolicy" not in static
+    replicas = static["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 1)
+    one = manifests["one-cpu-node"]["launch/pytorchjob.yaml"]["spec"]
+    assert list(one["pytorchReplicaSpecs"]) == ["Master"] and "elasticPolicy" not in one
+
+
+def _pods(manifests, variant):
+    """(pod spec, the training container) of every pod template in both manifests."""
+    job = manifests[variant]["launch/pytorchjob.yaml"]["spec"]["pytorchReplicaSpecs"]
+    for replica in job.values():
+        pod = replica["template"]["spec"]
+        yield pod, pod["containers"][0]
+    trainjob = manifests[variant]["launch/trainjob.yaml"]["spec"]
+    [patch] = trainjob["runtimePatches"]
+    [node] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert node["name"] == "node"  # the torch-distributed runtime's job and container
+    pod = node["template"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["name"] == "node"
+    yield pod, {**container, "env": trainjob["trainer"]["env"]}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_pod_has_shm_and_the_runs_volume_over_its_outputs_and_caches(manifests, variant):
+    """/dev/shm in memory (the TrainJob had none: 64 MiB, DataLoader workers die), and the
+    run's ReadWriteMany claim mounted where train.py writes by default and where the caches
+    are, so that a restarted pod (a clean filesystem) resumes."""
+    claim = manifests[variant][VOLUME]
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    pods = list(_pods(manifests, variant))
+    assert len(pods) >= 2
+    for pod, container in pods:
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["dshm"] == {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+        assert volumes["run"]["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert mounts["/dev/shm"]["name"] == "dshm"
+        assert mounts["/workspace/checkpoints"] == {
+            "name": "run", "mountPath": "/workspace/checkpoints", "subPath": "checkpoints"
+        }  # fmt: skip
+        assert mounts["/workspace/runs"]["name"] == "run"
+        env = {e["name"]: e["value"] for e in container["env"]}
+        for cache in (env["HF_HOME"], env["TORCH_HOME"]):
+            [mount] = [m for path, m in mounts.items() if cache.startswith(path + "/")]
+            assert mount["name"] == "run"
+        assert pod["terminationGracePeriodSeconds"] == 120
+
+
+def test_the_volume_takes_the_size_and_class_asked_for_or_the_clusters_default(manifests):
+    asked = manifests["hf-two-nodes"][VOLUME]["spec"]
+    assert asked["resources"]["requests"]["storage"] == "2Ti"
+    assert asked["storageClassName"] == "nfs-client"
+    default = manifests["one-cpu-node"][VOLUME]["spec"]
+    assert default["resources"]["requests"]["storage"] == "200Gi"
+    assert "storageClassName" not in default  # absent, not "": "" would mean no class
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_dockerfile_builds_what_the_manifests_run(manifests, variant):
+    """Read as a linter would: the project's Python, the torch pins first, the requirements,
+    the project at the pods' working directory, the pods' own command."""
+    import json
+
+    lines = [x for x in manifests[variant]["Dockerfile"].splitlines() if x and x[0] != "#"]
+    answers = VARIANTS[variant]
+    assert lines[0] == f"FROM python:{MACHINE.python}-slim"
+    replicas = manifests[variant]["launch/pytorchjob.yaml"]["spec"]["pytorchReplicaSpecs"]
+    job = next(iter(replicas.values()))
+    [container] = job["template"]["spec"]["containers"]
+    assert f"WORKDIR {container['workingDir']}" in lines
+    run = lines.index("COPY requirements-torch.txt requirements.txt ./") + 1
+    assert lines[run].startswith("RUN pip install -r requirements-torch.txt")
+    cpu_wheels = "--index-url https://download.pytorch.org/whl/cpu" in lines[run]
+    assert cpu_wheels == (not answers.get("gpus_per_node"))
+    assert lines[run + 1].strip() == "&& pip install -r requirements.txt"
+    assert lines.index("COPY . .") > run
+    assert lines[-1].startswith("CMD ")
+    assert json.loads(lines[-1][4:]) == container["command"]
+    trainjob = manifests[variant]["launch/trainjob.yaml"]["spec"]["trainer"]
+    assert trainjob["command"] == container["command"]
 
 
 def test_names_become_valid_kubernetes_object_names(manifests):

@@ -125,6 +125,45 @@ def test_every_sbatch_passes_its_cpus_on_to_the_job_step(cpu_machine, framework)
     assert script.index(export) < script.index("srun --kill-on-bad-exit=1 ")
 
 
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf", "dp"])
+def test_every_sbatch_stops_in_one_line_where_its_python_environment_is_missing(
+    cpu_machine, framework, tmp_path
+):
+    """The job's Python environment is a line of the script: run from the script's start to
+    its first srun, on a PATH without torch it stops at once with one line; with the
+    environment active (as at submission) it goes on to the step."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spec = build_spec({"name": "p", "scheduler": "slurm", "framework": framework}, cpu_machine)
+    script = engine.render(spec)["launch/slurm.sbatch"].decode()
+    env_line = script.index('python -c "import torch"')
+    assert script.index("# The Python environment every node runs") < env_line
+    assert env_line < script.index("srun --kill-on-bad-exit=1 ")
+    # everything up to the step, then a marker instead of it
+    head = script[: script.index("srun --kill-on-bad-exit=1 ")].rsplit("\n", 1)[0]
+    runnable = tmp_path / "head.sh"
+    runnable.write_text(head + "\necho REACHED-THE-STEP\n")
+    slurm = {"SLURM_SUBMIT_DIR": str(tmp_path), "SLURM_CPUS_PER_TASK": "2",
+             "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "7"}  # fmt: skip
+    scontrol = tmp_path / "bin" / "scontrol"  # the head of a torchrun job asks for the nodes
+    scontrol.parent.mkdir()
+    scontrol.write_text("#!/bin/sh\necho n1\n")
+    scontrol.chmod(0o755)
+    bare = f"{scontrol.parent}:/usr/bin:/bin"  # no venv: no python with torch
+    missing = subprocess.run(["bash", str(runnable)], capture_output=True, text=True,
+                             env={**slurm, "PATH": bare}, timeout=60)  # fmt: skip
+    assert missing.returncode == 1 and "REACHED" not in missing.stdout
+    [line] = missing.stderr.strip().splitlines()
+    assert line.startswith("launch/slurm.sbatch: no python with torch on ")
+    assert "activate the project's environment before sbatch" in line
+    active = f"{Path(sys.executable).parent}:{bare}"
+    found = subprocess.run(["bash", str(runnable)], capture_output=True, text=True,
+                           env={**slurm, "PATH": active}, timeout=60)  # fmt: skip
+    assert found.returncode == 0 and "REACHED-THE-STEP" in found.stdout, found.stderr
+
+
 @pytest.mark.parametrize(("torch", "exported"), [("2.1", True), ("2.2", False), ("2.14", False)])
 def test_lightning_under_srun_ends_a_rank_stuck_in_nccl_on_old_torch(cpu_machine, torch, exported):
     """torch 2.1 and older end a rank stuck in a NCCL collective only with

@@ -25,6 +25,8 @@ def test_enter_through_the_wizard_and_confirm_writes_the_project(tmp_path):
     child = spawn(tmp_path, "proj", "--no-smoke")
     child.expect("How many nodes")
     child.sendline("")
+    child.expect("Cluster scheduler")
+    child.send("\r")
     child.expect("GPUs per node")
     child.sendline("")
     # the essentials, then the summary
@@ -46,6 +48,8 @@ def test_ctrl_c_exits_130_and_writes_nothing(tmp_path):
     child = spawn(tmp_path, "proj", "--no-smoke")
     child.expect("How many nodes")
     child.sendline("")
+    child.expect("Cluster scheduler")
+    child.send("\r")
     child.expect("GPUs per node")
     child.sendcontrol("c")
     child.expect("interrupted; nothing written")
@@ -114,6 +118,8 @@ def test_the_whole_wizard_in_chinese_with_arrow_keys_and_a_rejected_value(tmp_pa
     child.expect("1 到 4096 之间的整数")
     child.sendcontrol("u")
     child.sendline("1")
+    child.expect("集群调度系统？")
+    child.send("\r")
     child.expect("每个节点的 GPU 数？")
     child.sendline("")
     child.expect("PyTorch 版本？")
@@ -143,6 +149,8 @@ def test_ctrl_c_at_a_chinese_prompt_exits_130_and_writes_nothing(tmp_path):
     child = spawn_zh(tmp_path, "proj", "--no-smoke")
     child.expect("节点（机器）数量？")
     child.sendline("")
+    child.expect("集群调度系统？")
+    child.send("\r")
     child.expect("每个节点的 GPU 数？")
     child.sendcontrol("c")
     child.expect("已中断；未写入任何文件")
@@ -311,7 +319,7 @@ def test_a_refused_reply_is_explained_under_its_prompt(tmp_path, env, question, 
         # under the prompt (two lines with its hint), not on the terminal's bottom row
         assert screen.row_of(refusal) <= screen.row_of(question) + 3, screen.text()
         screen.child.send("\x151\r")  # accepted: the reason goes, the next question comes
-        screen.wait_for("GPU")
+        screen.wait_for("kubernetes")  # the next question: where it runs
         assert refusal not in screen.text()
     finally:
         screen.child.terminate(force=True)
@@ -324,8 +332,8 @@ def test_a_long_hint_breaks_at_words_in_60_columns(tmp_path, language):
     field = FIELD_BY_NAME["rdzv"]
     tr = zh if language == "zh" else str
     prompt = f"? {tr(field.question)} " + tr("({help})").format(help=tr(field.help))
-    args = ("new", "proj", "--no-smoke", "--nodes", "2", "--master-addr", "10.0.0.7",
-            "--master-port", "29500")  # fmt: skip
+    args = ("new", "proj", "--no-smoke", "--nodes", "2", "--scheduler", "none",
+            "--master-addr", "10.0.0.7", "--master-port", "29500")  # fmt: skip
     screen = on_screen(tmp_path, *args, columns=60, env=ZH_ENV if language == "zh" else ENV)
     try:
         screen.wait_for("static")  # the second choice: the whole question is drawn
@@ -343,6 +351,8 @@ def test_esc_goes_back_one_question_with_its_answer_as_the_default(tmp_path):
     screen.wait_for("How many nodes")
     screen.child.send("\x1b")  # at the first question: nothing to go back to
     screen.wait_for("No earlier question to go back to.")
+    screen.child.send("\r")
+    screen.wait_for("Cluster scheduler")
     screen.child.send("\r")
     screen.wait_for("GPUs per node")
     screen.child.send("\r")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from genie.detect import Machine
+from genie.smoke import node_report
 from genie.smoke import nodes as smoke_nodes
 from genie.smoke.process import JobOutcome
 
@@ -61,9 +62,9 @@ def test_the_verdict_names_the_node_of_a_failing_rank_and_a_node_that_never_join
 ):
     p = smoke_nodes.plan(two_nodes(cpu_machine, gpus_per_node=0), cpu_machine, Path("/x"), port=1)
     failed = ["Root Cause (first observed failure):\n", "  rank      : 3 (local_rank: 1)\n"]
-    problems = smoke_nodes.node_problems(p, [outcome(0), outcome(1, failed)], timeout=9)
+    problems = node_report.node_problems(p, [outcome(0), outcome(1, failed)], timeout=9)
     assert problems == ["rank 3 failed on node 1", "node 1: torchrun exited with 1"]
-    problems = smoke_nodes.node_problems(
+    problems = node_report.node_problems(
         p, [outcome(None, stopped=True, timed_out=True), outcome(1, children=False)], timeout=9
     )
     assert problems[0] == "timed out after 9 s; every process of every node was killed"
@@ -79,7 +80,7 @@ def test_the_rank_that_failed_first_is_told_apart_from_the_ranks_it_took_down(cp
              "  time      : 2026-12-01_11:07:10\n", "  rank      : 2 (local_rank: 0)\n",
              "Root Cause (first observed failure):\n", "  time      : 2026-12-01_11:07:09\n",
              "  rank      : 3 (local_rank: 1)\n"]  # fmt: skip
-    problems = smoke_nodes.node_problems(p, [outcome(1, node0), outcome(1, node1)], timeout=9)
+    problems = node_report.node_problems(p, [outcome(1, node0), outcome(1, node1)], timeout=9)
     assert problems[:2] == [
         "rank 3 failed on node 1: RuntimeError: injected failure",
         "then rank(s) 2, 0 failed (node(s) 0, 1)",

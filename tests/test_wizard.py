@@ -45,6 +45,7 @@ def test_defaults_shown_are_detected_from_the_machine(gpu_machine):
 def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
     keys = (
         CLEAR + "2" + ENTER  # nodes
+        + ENTER  # scheduler: none (not Kubernetes, where the operator sets the master)
         + CLEAR + "10.0.0.7" + ENTER  # master addr
         + ENTER  # port 29500
         + DOWN + ENTER  # rdzv: static
@@ -54,25 +55,32 @@ def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
         + ENTER * 20
     )  # fmt: skip
     spec, asked = run_wizard(cpu_machine, keys)
-    assert asked[:6] == ["nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch"]
+    assert asked[:6] == [
+        "nodes",
+        "scheduler",
+        "master_addr",
+        "master_port",
+        "rdzv",
+        "gpus_per_node",
+    ]
     assert (spec.nodes, spec.gpus_per_node, spec.nproc_per_node) == (2, 4, 4)
     assert (spec.master_addr, spec.master_port, spec.rdzv) == ("10.0.0.7", 29500, "static")
     assert spec.precision == "bf16"  # the default follows the GPU answer
 
 
 def test_picking_a_task_and_framework_from_the_lists(cpu_machine):
-    keys = ENTER * 4 + DOWN + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # cv, lightning
+    keys = ENTER * 5 + DOWN + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # cv, lightning
     spec, asked = run_wizard(cpu_machine, keys)
     assert (spec.task, spec.framework) == ("cv", "lightning")
 
 
 def test_dataparallel_skips_the_process_count_and_is_offered_only_on_one_node(cpu_machine):
-    keys = ENTER * 5 + DOWN * 3 + ENTER + ENTER * 20  # framework: dp (4th)
+    keys = ENTER * 6 + DOWN * 3 + ENTER + ENTER * 20  # framework: dp (4th)
     spec, asked = run_wizard(cpu_machine, keys)
     assert spec.framework == "dp" and spec.nproc_per_node is None and spec.world_size == 1
     assert "nproc_per_node" not in asked
     # on two nodes the list has no dp: the same keys land on another framework
-    keys = CLEAR + "2" + ENTER + ENTER * 7 + DOWN * 3 + ENTER + ENTER * 20
+    keys = CLEAR + "2" + ENTER + ENTER * 8 + DOWN * 3 + ENTER + ENTER * 20
     spec, _ = run_wizard(cpu_machine, keys)
     assert spec.nodes == 2 and spec.framework in ("ddp", "lightning", "hf")
 
@@ -85,16 +93,18 @@ def test_answers_already_given_are_not_asked(cpu_machine):
 
 
 def test_an_invalid_reply_is_refused_and_asked_again(cpu_machine):
-    keys = ENTER + CLEAR + "abc" + ENTER + CLEAR + "-1" + ENTER + CLEAR + "0" + ENTER + ENTER * 20
+    keys = (
+        ENTER * 2 + CLEAR + "abc" + ENTER + CLEAR + "-1" + ENTER + CLEAR + "0" + ENTER + ENTER * 20
+    )
     spec, _asked = run_wizard(cpu_machine, keys)
     assert spec.gpus_per_node == 0
 
 
 def test_torch_default_is_the_newest_verified_release(cpu_machine):
     machine = replace(cpu_machine, torch=None)
-    spec, _ = run_wizard(machine, ENTER * 2 + ENTER + ENTER * 20)
+    spec, _ = run_wizard(machine, ENTER * 3 + ENTER + ENTER * 20)
     assert spec.torch == "2.14"  # 2.15 is offered above it, marked unverified
-    spec, _ = run_wizard(machine, ENTER * 2 + DOWN + ENTER + ENTER * 20)
+    spec, _ = run_wizard(machine, ENTER * 3 + DOWN + ENTER + ENTER * 20)
     assert spec.torch == "2.13"  # newest first: one down is older
 
 
@@ -110,11 +120,11 @@ def test_end_of_input_raises_eof(cpu_machine):
 
 def test_fsdp_is_offered_only_where_it_can_be_generated(cpu_machine):
     # CPU + Lightning: FSDP needs GPUs there, so the list holds only ddp
-    keys = ENTER * 5 + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # lightning, then "down"
+    keys = ENTER * 6 + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # lightning, then "down"
     spec, asked = run_wizard(cpu_machine, keys)
     assert spec.framework == "lightning" and spec.strategy == "ddp" and "strategy" in asked
     # plain PyTorch on CPU: fsdp is the second entry
-    spec, _ = run_wizard(cpu_machine, ENTER * 6 + DOWN + ENTER + ENTER * 20)
+    spec, _ = run_wizard(cpu_machine, ENTER * 7 + DOWN + ENTER + ENTER * 20)
     assert spec.framework == "ddp" and spec.strategy == "fsdp"
 
 
@@ -146,43 +156,43 @@ def run_flow(machine, keys: str, raw=None, monkeypatch=None):
     return spec, asked, shown
 
 
-def test_the_default_path_asks_five_questions_then_the_summary(cpu_machine, monkeypatch):
-    spec, asked, shown = run_flow(cpu_machine, ENTER * 5 + MENU_GENERATE, monkeypatch=monkeypatch)
-    assert asked == ["nodes", "gpus_per_node", "torch", "task", "framework"]
+def test_the_default_path_asks_six_questions_then_the_summary(cpu_machine, monkeypatch):
+    spec, asked, shown = run_flow(cpu_machine, ENTER * 6 + MENU_GENERATE, monkeypatch=monkeypatch)
+    assert asked == ["nodes", "scheduler", "gpus_per_node", "torch", "task", "framework"]
     assert len(shown) == 1 and spec == shown[0] == build_spec({"name": "proj"}, cpu_machine)
 
 
 def test_multi_node_essentials_add_master_port_and_rendezvous(cpu_machine, monkeypatch):
-    keys = CLEAR + "2" + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 6 + MENU_GENERATE
+    keys = CLEAR + "2" + ENTER + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 6 + MENU_GENERATE
     spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked == ["nodes", "master_addr", "master_port", "rdzv", "gpus_per_node", "torch",
-                     "task", "framework"]  # fmt: skip
+    assert asked == ["nodes", "scheduler", "master_addr", "master_port", "rdzv", "gpus_per_node",
+                     "torch", "task", "framework"]  # fmt: skip
     assert spec.master_addr == "10.0.0.7"
 
 
 def test_customize_asks_the_training_settings(cpu_machine, monkeypatch):
-    keys = ENTER * 5 + MENU_CUSTOMIZE + ENTER * 4 + CLEAR + "7" + ENTER + ENTER * 10 + MENU_GENERATE
+    keys = ENTER * 6 + MENU_CUSTOMIZE + ENTER * 4 + CLEAR + "7" + ENTER + ENTER * 10 + MENU_GENERATE
     spec, asked, shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked[5:10] == ["python", "strategy", "nproc_per_node", "precision", "batch_size"]
+    assert asked[6:11] == ["python", "strategy", "nproc_per_node", "precision", "batch_size"]
     assert "seed" in asked and spec.batch_size == 7 and len(shown) == 2
 
 
 def test_change_a_setting_re_asks_only_that_one(cpu_machine, monkeypatch):
-    # change: the list starts at nodes; two down is torch
-    keys = ENTER * 5 + MENU_CHANGE + DOWN * 2 + ENTER + DOWN + ENTER + MENU_GENERATE
+    # change: the list starts at nodes; three down is torch
+    keys = ENTER * 6 + MENU_CHANGE + DOWN * 3 + ENTER + DOWN + ENTER + MENU_GENERATE
     spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked[5:] == ["torch"] and spec.torch == "2.13"
+    assert asked[6:] == ["torch"] and spec.torch == "2.13"
 
 
 def test_cancel_returns_nothing(cpu_machine, monkeypatch):
-    spec, _asked, _shown = run_flow(cpu_machine, ENTER * 5 + MENU_CANCEL, monkeypatch=monkeypatch)
+    spec, _asked, _shown = run_flow(cpu_machine, ENTER * 6 + MENU_CANCEL, monkeypatch=monkeypatch)
     assert spec is None
 
 
 def test_an_answer_a_later_rule_rejects_is_asked_again_not_fatal(cpu_machine, monkeypatch):
     # --python 3.11 on the command line; torch 1.13 (the last entry) does not run on it:
     # the wizard says so and asks the torch question again, now without 1.13.
-    keys = ENTER * 2 + DOWN * 15 + ENTER + ENTER * 2 + ENTER + MENU_GENERATE
+    keys = ENTER * 3 + DOWN * 15 + ENTER + ENTER * 2 + ENTER + MENU_GENERATE
     spec, asked, _shown = run_flow(cpu_machine, keys, raw={"python": "3.11"},
                                    monkeypatch=monkeypatch)  # fmt: skip
     assert asked.count("torch") == 2 and spec.torch == "2.14"
@@ -201,7 +211,7 @@ def test_choices_come_from_the_same_rules_as_the_final_check(cpu_machine):
 
 
 def test_more_processes_than_gpus_is_refused_at_the_prompt(gpu_machine, monkeypatch):
-    keys = ENTER + CLEAR + "2" + ENTER + ENTER * 3 + MENU_CUSTOMIZE + ENTER * 2  # 2 GPUs
+    keys = ENTER * 2 + CLEAR + "2" + ENTER + ENTER * 3 + MENU_CUSTOMIZE + ENTER * 2  # 2 GPUs
     keys += CLEAR + "4" + ENTER + CLEAR + "1" + ENTER + ENTER * 10 + MENU_GENERATE  # 4: refused
     spec, _asked, _shown = run_flow(gpu_machine, keys, monkeypatch=monkeypatch)
     assert (spec.gpus_per_node, spec.nproc_per_node) == (2, 1)
@@ -247,31 +257,32 @@ BACK = "\x1a"  # Ctrl-Z, which goes back as Esc does (a lone Esc waits to be tol
 def test_back_asks_the_previous_question_again_with_its_answer_as_the_default(
     cpu_machine, monkeypatch
 ):
-    keys = ENTER * 2 + DOWN + ENTER + BACK + ENTER + ENTER * 2 + MENU_GENERATE  # torch 2.13
+    keys = ENTER * 3 + DOWN + ENTER + BACK + ENTER + ENTER * 2 + MENU_GENERATE  # torch 2.13
     spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked == ["nodes", "gpus_per_node", "torch", "task", "torch", "task", "framework"]
+    assert asked == ["nodes", "scheduler", "gpus_per_node", "torch", "task", "torch", "task",
+                     "framework"]  # fmt: skip
     assert spec.torch == "2.13"
 
 
 def test_back_at_the_first_question_stays_there(cpu_machine, monkeypatch):
-    spec, asked, _shown = run_flow(cpu_machine, BACK + ENTER * 5 + MENU_GENERATE,
+    spec, asked, _shown = run_flow(cpu_machine, BACK + ENTER * 6 + MENU_GENERATE,
                                    monkeypatch=monkeypatch)  # fmt: skip
     assert asked[:2] == ["nodes", "nodes"] and spec == build_spec({"name": "proj"}, cpu_machine)
 
 
 def test_back_from_the_menu_asks_the_last_question_again(cpu_machine, monkeypatch):
-    keys = ENTER * 5 + BACK + DOWN + ENTER + MENU_GENERATE  # framework: lightning
+    keys = ENTER * 6 + BACK + DOWN + ENTER + MENU_GENERATE  # framework: lightning
     spec, asked, shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked[4:] == ["framework", "framework"] and spec.framework == "lightning"
+    assert asked[5:] == ["framework", "framework"] and spec.framework == "lightning"
     assert len(shown) == 2  # the summary again, after the answer
 
 
 def test_back_goes_across_questions_the_rules_skipped(cpu_machine, monkeypatch):
     # two nodes ask for the master; back from the GPUs to 1 node, and it is not asked again
-    keys = CLEAR + "2" + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 2  # master port, rdzv
-    keys += BACK + BACK + BACK + BACK + CLEAR + "1" + ENTER + ENTER * 4 + MENU_GENERATE
+    keys = CLEAR + "2" + ENTER + ENTER + CLEAR + "10.0.0.7" + ENTER + ENTER * 2  # port, rdzv
+    keys += BACK * 5 + CLEAR + "1" + ENTER + ENTER * 5 + MENU_GENERATE
     spec, asked, _shown = run_flow(cpu_machine, keys, monkeypatch=monkeypatch)
-    assert asked[-5:] == ["nodes", "gpus_per_node", "torch", "task", "framework"]
+    assert asked[-6:] == ["nodes", "scheduler", "gpus_per_node", "torch", "task", "framework"]
     assert spec.nodes == 1 and spec.master_addr is None
 
 

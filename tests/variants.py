@@ -20,7 +20,7 @@ TOPOLOGIES: dict[str, dict] = {
     "slurm-ddp": {"scheduler": "slurm", "nodes": 2, "gpus_per_node": 4, "master_addr": "gpu-01",
                   "partition": "gpu", "account": "ml", "time": "04:00:00"},
     "slurm-lightning": {"scheduler": "slurm", "framework": "lightning", "gpus_per_node": 2},
-    "k8s-gpu": {"scheduler": "kubernetes", "nodes": 2, "gpus_per_node": 8, "master_addr": "gpu-01"},
+    "k8s-gpu": {"scheduler": "kubernetes", "nodes": 2, "gpus_per_node": 8},
 }  # fmt: skip
 
 FRAMEWORKS = tuple(registry.FRAMEWORKS)

@@ -11,6 +11,8 @@ from genie.compat.libraries import (
     LIBRARY_LINES,
     PROGRESS_PACKAGE,
     REQUIREMENTS,
+    TEST_LINES,
+    TEST_REQUIREMENTS,
     TORCH_FAMILY,
     TORCH_REQUIREMENTS,
     TRACKER_PACKAGES,
@@ -43,7 +45,8 @@ from genie.compat.torch import (
 
 __all__ = [
     "FEATURES", "FSDP_CPU_FROM", "LIBRARY_FEATURES", "LIBRARY_LINES", "NEWEST", "PROGRESS_PACKAGE",
-    "RELEASES", "REQUIREMENTS", "SUPPORTED", "TORCH_FAMILY", "TORCH_REQUIREMENTS",
+    "RELEASES", "REQUIREMENTS", "SUPPORTED", "TEST_LINES", "TEST_REQUIREMENTS", "TORCH_FAMILY",
+    "TORCH_REQUIREMENTS",
     "TRACKER_PACKAGES", "UNVERIFIED", "LibraryLine", "TorchRelease", "Version", "compile_problem",
     "features", "format_minor", "fsdp_needs_gpus", "fsdp_problem", "install_command",
     "library_features", "library_line", "packages", "parse_minor", "python_problem",

@@ -141,7 +141,6 @@ def requirements(
         lines.append(chosen[1])
         if tracker == "tensorboard" and not features(minor)["tensorboard_without_six"]:
             lines.append("six")  # torch 1.13's SummaryWriter imports it (measured)
-    lines.append("pytest>=7")  # the project's own tests (tests/)
     if not features(minor)["numpy2"]:
         lines.append("numpy<2")
     return lines
@@ -151,6 +150,8 @@ def requirements(
 # machine with another torch (the laptop that made the project) can install the rest.
 TORCH_FAMILY = ("torch", "torchvision")
 REQUIREMENTS, TORCH_REQUIREMENTS = "requirements.txt", "requirements-torch.txt"
+# The project's own tests (tests/), kept apart from what training needs.
+TEST_REQUIREMENTS, TEST_LINES = "requirements-test.txt", ("pytest>=7",)
 
 
 def split_torch(lines: list[str]) -> tuple[list[str], list[str]]:

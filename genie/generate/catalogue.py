@@ -55,7 +55,7 @@ def _launch_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
             gettext("torchrun on this machine") if torchrun else gettext("python on this machine"),
         )
     ]
-    if spec.multi_node:
+    if spec.multi_node_script:
         files.append(("launch/multi_node.sh", gettext("torchrun on each node: pass its NODE_RANK")))
         files.append(
             ("launch/preflight.py", gettext("checks every node before the job: --preflight"))
@@ -73,6 +73,13 @@ def _launch_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]:
         files.append(
             ("launch/trainjob.yaml", gettext("Kubeflow Trainer v2 TrainJob (torch-distributed)"))
         )
+        files.append(
+            ("launch/volume.yaml", gettext("the run's volume: checkpoints outlive the pods"))
+        )
+        files.append(
+            ("Dockerfile", gettext("the image the pods run: the project and its requirements"))
+        )
+        files.append((".dockerignore", gettext("keeps checkpoints and caches out of the image")))
     return files
 
 
@@ -82,8 +89,17 @@ def _project_files(spec: Spec, tr: Translations | None) -> list[tuple[str, str]]
     return [
         ("tests/test_smoke.py", gettext("pytest: 2-process CPU training, checkpoints, resume")),
         ("pytest.ini", gettext("pytest settings: this directory is the rootdir wherever it sits")),
-        ("requirements-torch.txt", gettext("torch {v}, pinned (the cluster's)").format(v=torch)),
-        ("requirements.txt", gettext("the other pinned dependencies")),
+        (
+            "requirements-torch.txt",
+            gettext("torch {v}: its release line, the cluster's").format(v=torch),
+        ),
+        (
+            "requirements.txt",
+            gettext("the other dependencies: version ranges known to work with torch {v}").format(
+                v=torch
+            ),
+        ),
+        ("requirements-test.txt", gettext("pytest, for tests/ (training does not need it)")),
         ("README.md", gettext("how to run and adapt the project")),
         *([("README.zh-CN.md", gettext("README.md in Chinese"))] if spec.docs_lang == "zh" else []),
         (".gitignore", gettext("keeps checkpoints and caches out of git")),

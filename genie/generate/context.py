@@ -7,6 +7,7 @@ than spelled out as expressions in several templates.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -58,12 +59,14 @@ class Context(Words):
     fused_adamw: bool  # AdamW fused into one kernel per step on GPUs: torch and framework
     requirements_torch: list[str]  # requirements-torch.txt: the cluster's torch
     requirements: list[str]  # requirements.txt: the rest
+    requirements_test: list[str]  # requirements-test.txt: what tests/ adds
     install: Install
     zh: Words | None  # the README's words in Chinese, with --docs-lang zh
     wrapper: str  # what wraps the model, named in comments
     world_size: int
     global_batch: int
     multi_node: bool
+    multi_node_script: bool  # launch/multi_node.sh starts the nodes (not Kubernetes' operator)
     on_gpus: bool  # planned for GPUs (NCCL); False: CPU processes (gloo)
     faulty_rank: int  # the rank the README's GENIE_FAULT examples fail (0 without torchrun)
     has_optim_module: bool  # optim.py builds the optimizer (not the Trainer)
@@ -77,6 +80,9 @@ class Context(Words):
     cpus_per_process: int
     launch: Launch
     manifests: dict[str, str] | None  # the Kubernetes manifests' texts
+    k8s_workdir: str  # where the image holds the project (Dockerfile, manifests)
+    k8s_command: str  # the pods' command, as the Dockerfile's CMD (JSON)
+    k8s_elastic: bool  # the PyTorchJob's pods rejoin under an elastic policy
 
 
 def context(spec: Spec) -> dict[str, Any]:
@@ -102,12 +108,14 @@ def build(spec: Spec) -> Context:
         fused_adamw=features["fused_adamw"] and fw.fused_optimizer,
         requirements_torch=torch_lines,
         requirements=rest,
+        requirements_test=list(compat.TEST_LINES),
         install=Install(compat.install_command(), compat.install_command(torch=False)),
         zh=_words(spec, translations("zh")) if spec.docs_lang == "zh" else None,
         wrapper="FSDP" if spec.sharded else fw.wrapper,
         world_size=spec.world_size,
         global_batch=spec.global_batch,
         multi_node=spec.multi_node,
+        multi_node_script=spec.multi_node_script,
         on_gpus=spec.gpus_per_node > 0,
         faulty_rank=1 if fw.torchrun else 0,
         has_optim_module="optim.py" in fw.modules,
@@ -120,6 +128,9 @@ def build(spec: Spec) -> Context:
         cpus_per_process=launch.cpus_per_process(spec),
         launch=_launch(spec),
         manifests=manifests.texts(spec) if spec.scheduler == "kubernetes" else None,
+        k8s_workdir=manifests.K8S_WORKDIR,
+        k8s_command=json.dumps(manifests.COMMAND),
+        k8s_elastic=manifests.elastic(spec),
     )
 
 
@@ -127,7 +138,9 @@ def _launch(spec: Spec) -> Launch:
     return Launch(
         single_node=launch.script_line(spec, launch.single_node_args(spec)),
         multi_node=(
-            launch.script_line(spec, launch.multi_node_args(spec)) if spec.multi_node else None
+            launch.script_line(spec, launch.multi_node_args(spec))
+            if spec.multi_node_script
+            else None
         ),
         slurm=launch.shell_join(launch.slurm_args(spec)),
         sbatch=launch.sbatch_directives(spec),

@@ -164,7 +164,7 @@ def passes_local_addr(spec: Spec) -> bool:
 def needs_network_script(spec: Spec) -> bool:
     """launch/network.sh: every node finds its own address and interface (multi-node, and
     SLURM jobs that run torchrun per node)."""
-    return spec.multi_node or (spec.scheduler == "slurm" and not slurm_uses_srun_tasks(spec))
+    return spec.multi_node_script or (spec.scheduler == "slurm" and not slurm_uses_srun_tasks(spec))
 
 
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.:/=$,-]*$")
@@ -195,6 +195,7 @@ PREEMPTION_NOTICE = 120  # seconds between the warning signal and the kill (SLUR
 CPUS_PER_GPU = 4  # 3 DataLoader workers and the training process: most GPU nodes have them
 SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
 K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")
+K8S_VOLUME = "launch/volume.yaml"
 
 
 def slurm_uses_srun_tasks(spec: Spec) -> bool:
@@ -276,8 +277,13 @@ def commands(spec: Spec, tr: Translations | None = None) -> list[Command]:
         result.append(Command(where, submit, tuple(slurm_args(spec))))
     if spec.scheduler == "kubernetes":
         where = gettext("your Kubernetes cluster (Kubeflow)")
+        build = f"docker build -t {spec.image} . && docker push {spec.image}"
+        result.append(Command(gettext("this machine (the image)"), build, ()))
+        result.append(Command(where, f"kubectl apply -f {K8S_VOLUME}", ()))
         for manifest in K8S_MANIFESTS:
             result.append(Command(where, f"kubectl apply -f {manifest}", ("torchrun", ENTRYPOINT)))
+        if spec.multi_node:  # the operator starts the nodes
+            return result
     if not spec.multi_node:
         return [
             *result,

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from genie import contract, scratch
 from genie.detect import Machine
+from genie.generate import manifests
 from genie.i18n import _
 from genie.smoke import hosts as host_network
-from genie.smoke import preflight, process
+from genie.smoke import node_report, preflight, process
 from genie.smoke.hosts import Host, HostConfig
 from genie.smoke.plan import (
     NodeRun,
@@ -30,7 +31,6 @@ from genie.smoke.plan import (
     run_env,
     train_args,
 )
-from genie.smoke.torchrun_output import Failure, failures
 from genie.smoke.verdict import judge, parse_reports
 from genie.spec import Spec
 
@@ -38,6 +38,7 @@ LOOPBACK = "127.0.0.1"
 MAX_SIMULATED_NODES = 4  # more agents than this only repeat what 4 show, on CPU
 SCRIPT = "launch/multi_node.sh"
 HOSTS_PORT = 29500
+PODS = "pods"  # Kubernetes nodes: simulated on loopback
 JOIN_GRACE = 30.0  # seconds the other nodes get to stop after one node fails
 # Left out of each node's copy: outputs of earlier runs and environments.
 NOT_COPIED = ("checkpoints", "runs", "logs", "mlruns", "wandb", "lightning_logs", ".git",
@@ -66,7 +67,9 @@ def plan(
 ) -> SmokePlan:
     """One agent per simulated node, each in ``workdir/node-K`` running the project's
     multi-node script with the rendezvous at ``addr:port``; on ``hosts`` (node K on the
-    K-th, node 0's address the master's) when given."""
+    K-th, node 0's address the master's) when given. Kubernetes projects run their pods'
+    command with the settings the operator gives the pods, their checkpoints on one folder
+    (the run's volume)."""
     nodes, per_node, on_gpus = shape(spec, machine)
     addr = hosts[0].address if hosts else addr
     notes: list[str] = []
@@ -81,7 +84,7 @@ def plan(
         cwd = workdir / f"node-{rank}"
         # a node keeps its checkpoints on its own disk, as without a shared filesystem;
         # sharded ones need one every node shares (each rank reads the others' shards)
-        out = (workdir if spec.sharded else cwd) / "smoke-run"
+        out = (workdir if spec.sharded or on_k8s(spec) else cwd) / "smoke-run"
         env = {
             **run_env(out),
             "MASTER_ADDR": addr,
@@ -94,7 +97,10 @@ def plan(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + i) for i in range(per_node))
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        argv = ("bash", SCRIPT, str(rank), *train_args(precision, out))
+        argv: tuple[str, ...] = ("bash", SCRIPT, str(rank), *train_args(precision, out))
+        if on_k8s(spec):
+            env.update(manifests.operator_env(spec, rank, nodes, per_node, addr, port))
+            argv = (*manifests.COMMAND, *train_args(precision, out))
         runs.append(NodeRun(rank, argv, cwd, env, hosts[rank] if hosts else None))
     return SmokePlan(
         runs[0].argv,
@@ -109,13 +115,25 @@ def plan(
     )
 
 
+def on_k8s(spec: Spec) -> bool:
+    """The nodes are the pods of the Kubernetes manifests (no launch/multi_node.sh)."""
+    return spec.scheduler == "kubernetes"
+
+
 def _where(spec: Spec, nodes: int, per_node: int, on_hosts: bool) -> list[str]:
     """How the simulated nodes differ from the planned ones, in words."""
+    script = (
+        _("the pods' command ({c}) with the operator's settings").format(
+            c=" ".join(manifests.COMMAND)
+        )
+        if on_k8s(spec)
+        else SCRIPT
+    )
     notes = [
         _(
             "planned {nodes} node(s) x {per} processes; tested {n} simulated nodes x {p} on "
             "this host, through {script}"
-        ).format(nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=SCRIPT)
+        ).format(nodes=spec.nodes, per=spec.nproc_per_node, n=nodes, p=per_node, script=script)
     ]
     if on_hosts:
         notes.append(
@@ -140,73 +158,6 @@ def copy_project(project: Path, dest: Path) -> None:
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns(*NOT_COPIED), symlinks=True)
 
 
-def failed_ranks(texts: list[str]) -> list[tuple[int, Failure]]:
-    """Every rank torchrun reported failed, with its node, given each node's output (pure):
-    one entry per rank, its root-cause report where there is one, in time order."""
-    found: dict[int, tuple[int, Failure]] = {}
-    for node, text in enumerate(texts):
-        for failure in failures(text):
-            if failure.rank not in found or failure.root:
-                found[failure.rank] = (node, failure)
-    return sorted(found.values(), key=lambda x: (x[1].time, x[1].rank, x[0]))
-
-
-def node_problems(p: SmokePlan, outcomes: list[process.JobOutcome], timeout: float) -> list[str]:
-    """Which node did what wrong, in words (pure): the rank that failed first (each node's
-    root cause, compared by torchrun's failure times), then the others, then each node."""
-    problems = []
-    if any(o.timed_out for o in outcomes):
-        problems.append(
-            _("timed out after {t:.0f} s; every process of every node was killed").format(t=timeout)
-        )
-    problems += _failed_first(failed_ranks(["".join(o.lines) for o in outcomes]))
-    return problems + _node_fates(p, outcomes)
-
-
-def _failed_first(found: list[tuple[int, Failure]]) -> list[str]:
-    """The rank that failed first (each node's root cause, compared by torchrun's failure
-    times), then the ranks it took down."""
-    roots = [x for x in found if x[1].root] or found
-    if not roots:
-        return []
-    earliest = min(f.time for _node, f in roots)
-    first = [x for x in roots if x[1].time == earliest]
-    problems = [
-        _("rank {r} failed on node {n}").format(r=f.rank, n=node)
-        + (f": {f.error}" if f.error else "")
-        for node, f in first
-    ]
-    later = [x for x in found if x not in first]
-    if later:
-        problems.append(
-            _("then rank(s) {r} failed (node(s) {n})").format(
-                r=", ".join(str(f.rank) for _node, f in later),
-                n=", ".join(str(n) for n in sorted({node for node, _f in later})),
-            )
-        )
-    return problems
-
-
-def _node_fates(p: SmokePlan, outcomes: list[process.JobOutcome]) -> list[str]:
-    """What became of each node's torchrun."""
-    problems = []
-    for node, outcome in zip(p.nodes, outcomes, strict=True):
-        if not outcome.started_children:
-            problems.append(
-                _(
-                    "node {n} never joined: its torchrun started no worker (is {addr}:{port} "
-                    "reachable from it?)"
-                ).format(n=node.rank, addr=node.env["MASTER_ADDR"], port=node.env["MASTER_PORT"])
-            )
-        elif outcome.stopped and not outcome.timed_out:
-            problems.append(_("node {n} was stopped after another node failed").format(n=node.rank))
-        elif outcome.returncode not in (0, None) and not outcome.stopped:
-            problems.append(
-                _("node {n}: torchrun exited with {rc}").format(n=node.rank, rc=outcome.returncode)
-            )
-    return problems
-
-
 def run(
     spec: Spec,
     project: Path,
@@ -219,6 +170,10 @@ def run(
     well-configured default) where this machine can make them (root, iproute2), else on
     loopback, or at ``addr`` when given. Never raises for a failing project."""
     why_not = host_network.unavailable() if addr is None else "addr"
+    if on_k8s(spec) and addr is None:
+        # pods reach each other by name (the operator's services), unlike the separate
+        # hosts made here, whose names do not resolve on the others
+        why_not = PODS
     if why_not is not None:
         return _run(spec, project, options, addr or LOOPBACK, (), why_not)
     configs = hosts or default_hosts(shape(spec, options.machine)[0])
@@ -252,20 +207,21 @@ def _run(
         # separate hosts have their ports to themselves: torchrun's usual one
         port = HOSTS_PORT if hosts else free_port()
         p = plan(spec, options.machine, Path(workdir), port, addr, hosts)
-        if why_not not in (None, "addr"):
+        if why_not not in (None, "addr", PODS):
             note = _("separate hosts need {why}").format(why=why_not)
             p = replace(p, notes=(*p.notes, note))
         for node in p.nodes:
             copy_project(project, node.cwd)
-        met = preflight.read(["".join(o.lines) for o in _execute(p, options, "--preflight")])
-        if not met.passed:
-            return _failed_preflight(p, met)
-        p = replace(p, notes=(*p.notes, *filter(None, [preflight.note(met)])))
+        if not on_k8s(spec):  # the pods have no preflight: the operator starts them
+            met = preflight.read(["".join(o.lines) for o in _execute(p, options, "--preflight")])
+            if not met.passed:
+                return _failed_preflight(p, met)
+            p = replace(p, notes=(*p.notes, *filter(None, [preflight.note(met)])))
         outcomes = _execute(p, options)
     lines = [f"[node {i}] {line}" for i, o in enumerate(outcomes) for line in o.lines]
     reports = parse_reports(lines)
     failed = [o.returncode for o in outcomes if o.returncode != 0]
-    problems = node_problems(p, outcomes, options.timeout)
+    problems = node_report.node_problems(p, outcomes, options.timeout)
     problems += [x for x in judge(p, failed[0] if failed else 0, reports) if x not in problems]
     return SmokeResult(
         p,

@@ -78,7 +78,15 @@ def load_answers(path: Path) -> dict[str, Any]:
             _("answers file {path} must be a mapping of answer: value").format(path=path)
         )
     _check_version(path, data.get("genie_version"))
-    return {str(k): v for k, v in data.items()}
+    return _retire({str(k): v for k, v in data.items()})
+
+
+def _retire(answers: dict[str, Any]) -> dict[str, Any]:
+    """Drop what older genies wrote that no longer applies: the same project, read today
+    (Kubernetes projects held the master's address, which the operator sets)."""
+    if answers.get("scheduler") == "kubernetes":
+        answers = {k: v for k, v in answers.items() if k not in ("master_addr", "master_port")}
+    return answers
 
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:

@@ -28,6 +28,7 @@ class Spec:
 
     name: str
     nodes: int
+    scheduler: str
     master_addr: str | None
     master_port: int | None
     rdzv: str | None
@@ -47,16 +48,23 @@ class Spec:
     activation_checkpointing: bool | None  # None for DataParallel
     tracker: str
     seed: int
-    scheduler: str
     partition: str | None  # SLURM only, and only when given
     account: str | None
     time: str | None
     image: str | None  # Kubernetes only
+    storage_size: str | None
+    storage_class: str | None  # None: the cluster's default storage class
     docs_lang: str  # "zh" adds README.zh-CN.md
 
     @property
     def multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def multi_node_script(self) -> bool:
+        """Several nodes, each started by launch/multi_node.sh (by hand or by SLURM); on
+        Kubernetes the operator starts the pods and gives them the master's address."""
+        return self.multi_node and self.scheduler != "kubernetes"
 
     @property
     def sharded(self) -> bool:

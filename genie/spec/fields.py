@@ -214,3 +214,21 @@ def check_image(value: str) -> str | None:
     if _IMAGE_RE.match(value):
         return None
     return _("a container image reference such as ghcr.io/you/project:1.0")
+
+
+_QUANTITY_RE = re.compile(r"^[1-9][0-9]{0,5}(Mi|Gi|Ti|Pi)$")
+_K8S_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+
+
+def check_quantity(value: str) -> str | None:
+    if _QUANTITY_RE.match(value):
+        return None
+    return _("a volume size such as 500Gi or 2Ti")
+
+
+def check_k8s_name(value: str) -> str | None:
+    if _K8S_NAME_RE.match(value):
+        return None
+    return _(
+        "a Kubernetes name: lower-case letters, digits, '-' and '.' (kubectl get storageclass)"
+    )

@@ -10,15 +10,13 @@ from genie import compat, contract, i18n
 from genie.detect import Machine
 from genie.i18n import _
 from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
+from genie.spec.cluster import CLUSTER_FIELDS, SCHEDULER, kubernetes
 from genie.spec.fields import (
     Answers,
     Field,
-    check_image,
     check_master_addr,
     check_name,
     check_python,
-    check_slurm_name,
-    check_slurm_time,
     normalize_minor,
 )
 
@@ -31,12 +29,10 @@ def _default_scheduler(answers: Answers, machine: Machine) -> str:
     return "slurm" if machine.slurm else "none"
 
 
-def _slurm(answers: Answers) -> bool:
-    return answers.get("scheduler") == "slurm"
-
-
-def _kubernetes(answers: Answers) -> bool:
-    return answers.get("scheduler") == "kubernetes"
+def _multi_node_by_hand(answers: Answers) -> bool:
+    """Several nodes that meet at an address genie writes down: on Kubernetes the operator
+    gives the pods the master's address and port."""
+    return _multi_node(answers) and not kubernetes(answers)
 
 
 # ---------------------------------------------------------------- defaults
@@ -90,31 +86,11 @@ TORCH_WARNINGS = {
 }
 
 
-SCHEDULER_CHOICES = {
-    "none": _("no scheduler: run launch/ scripts on each node yourself"),
-    "slurm": _("SLURM: sbatch launch/slurm.sbatch"),
-    "kubernetes": _("Kubernetes with Kubeflow: kubectl apply -f launch/pytorchjob.yaml"),
-}
-_NOT_SLURM = _("only applies to --scheduler slurm")
-_NOT_KUBERNETES = _("only applies to --scheduler kubernetes")
-# The README names it; the pods need the project's code, so users build their own.
-DEFAULT_IMAGE = "ghcr.io/your-org/{name}:latest"
+_NOT_BY_HAND = _(
+    "only applies to multi-node projects (--nodes 2 or more) outside Kubernetes, where the "
+    "operator sets the master's address and port"
+)
 _DP_ONE_PROCESS = _("does not apply to --framework dp, which runs one process")
-
-
-def _slurm_field(name: str, question: str, help: str, check: Callable[[str], str | None]) -> Field:
-    """An optional #SBATCH setting: empty means the cluster's own default."""
-    return Field(
-        name,
-        str,
-        question,
-        help,
-        default=_const(None),
-        check=check,
-        applies=_slurm,
-        optional=True,
-        not_applicable=_NOT_SLURM,
-    )
 
 
 def _master_default(answers: Answers, machine: Machine) -> str | None:
@@ -146,16 +122,19 @@ FIELDS: tuple[Field, ...] = (
         _("Each node runs one torchrun; 1 keeps everything on this machine."),
         default=_const(1), minimum=1, maximum=4096,
     ),
+    SCHEDULER,
     Field(
         "master_addr", str, _("Master address (node 0's hostname or IP)?"),
         _("Every node connects here to find the others; it must be reachable from all nodes."),
-        default=_master_default, check=check_master_addr, applies=_multi_node,
+        default=_master_default, check=check_master_addr, applies=_multi_node_by_hand,
+        not_applicable=_NOT_BY_HAND,
         no_default=_no_master_default,
     ),
     Field(
         "master_port", int, _("Master port?"),
         _("A free TCP port on the master node, open to the other nodes."),
-        default=_const(29500), minimum=1024, maximum=65535, applies=_multi_node,
+        default=_const(29500), minimum=1024, maximum=65535, applies=_multi_node_by_hand,
+        not_applicable=_NOT_BY_HAND,
     ),
     Field(
         "rdzv", str, _("Rendezvous backend?"),
@@ -252,32 +231,7 @@ FIELDS: tuple[Field, ...] = (
         _("Seeds Python and torch; every rank starts from the same weights."),
         default=_const(42), minimum=0, maximum=2**32 - 1,
     ),
-    Field(
-        "scheduler", str, _("Cluster scheduler?"),
-        _("slurm writes launch/slurm.sbatch; kubernetes writes Kubeflow manifests; none: "
-          "start each node yourself."),
-        default=_default_scheduler, choices=("none", "slurm", "kubernetes"),
-        choice_help=SCHEDULER_CHOICES,
-    ),
-    _slurm_field(
-        "partition", _("SLURM partition (empty: the cluster's default)?"),
-        _("Passed as #SBATCH --partition only when given."), check_slurm_name,
-    ),
-    _slurm_field(
-        "account", _("SLURM account (empty: your default)?"),
-        _("Passed as #SBATCH --account only when given."), check_slurm_name,
-    ),
-    _slurm_field(
-        "time", _("SLURM time limit (empty: the partition's default)?"),
-        _("Passed as #SBATCH --time only when given, e.g. 04:00:00."), check_slurm_time,
-    ),
-    Field(
-        "image", str, _("Container image with the project and its requirements?"),
-        _("The image the Kubernetes pods run; build it from requirements.txt and this folder."),
-        default=lambda answers, machine: DEFAULT_IMAGE.format(
-            name=str(answers.get("name") or "train").lower()),
-        check=check_image, applies=_kubernetes, not_applicable=_NOT_KUBERNETES,
-    ),
+    *CLUSTER_FIELDS,
     Field(
         "docs_lang", str, _("Language of the project's README?"),
         _("en writes README.md; zh adds README.zh-CN.md (code, comments and logs stay English)."),
