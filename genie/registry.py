@@ -44,9 +44,6 @@ class Framework:
     # True: under SLURM the library's own auto-requeue answers SIGUSR1 in its tasks (an
     # hpc checkpoint, then scontrol requeue), and train.py leaves the signals to it there
     own_slurm_requeue: bool = False
-    # True: --save-every N writes the last checkpoint every N optimizer steps too (the HF
-    # Trainer checkpoints at its evaluations instead)
-    save_every: bool = True
     # True: AdamW runs fused on GPUs where the torch version has it. Lightning's mixed
     # precision refuses to clip the gradients of an optimizer that unscales them itself
     # (measured: RuntimeError on the first step, Lightning 2.6.6, torch 2.11 on an H200)
@@ -170,7 +167,6 @@ FRAMEWORKS: dict[str, Framework] = {
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
             trainer=True,
-            save_every=False,
         ),
         Framework(
             key="dp",
