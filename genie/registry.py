@@ -41,9 +41,6 @@ class Framework:
     # True: train.py stops at an optimizer step on SIGUSR1/SIGTERM, checkpoints and exits
     # 75 (the batch script and the pods give it the time)
     stop_signals: bool = True
-    # True: under SLURM the library's own auto-requeue answers SIGUSR1 in its tasks (an
-    # hpc checkpoint, then scontrol requeue), and train.py leaves the signals to it there
-    own_slurm_requeue: bool = False
     # True: AdamW runs fused on GPUs where the torch version has it. Lightning's mixed
     # precision refuses to clip the gradients of an optimizer that unscales them itself
     # (measured: RuntimeError on the first step, Lightning 2.6.6, torch 2.11 on an H200)
@@ -152,7 +149,6 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_needs_gpus=N_("Lightning's FSDP strategy runs only on GPUs"),
             trainer=True,
             srun_tasks=True,
-            own_slurm_requeue=True,
             fused_optimizer=False,
         ),
         Framework(

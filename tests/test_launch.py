@@ -130,8 +130,8 @@ def test_every_sbatch_stops_in_one_line_where_its_python_environment_is_missing(
     cpu_machine, framework, tmp_path
 ):
     """The job's Python environment is a line of the script: run from the script's start to
-    its first srun, on a PATH without torch it stops at once with one line; with the
-    environment active (as at submission) it goes on to the step."""
+    its first srun (the data step), on a PATH without torch it stops at once with one line;
+    with the environment active (as at submission) it goes on to the steps."""
     import subprocess
     import sys
     from pathlib import Path
@@ -140,9 +140,13 @@ def test_every_sbatch_stops_in_one_line_where_its_python_environment_is_missing(
     script = engine.render(spec)["launch/slurm.sbatch"].decode()
     env_line = script.index('python -c "import torch"')
     assert script.index("# The Python environment every node runs") < env_line
-    assert env_line < script.index("srun --kill-on-bad-exit=1 ")
-    # everything up to the step, then a marker instead of it
-    head = script[: script.index("srun --kill-on-bad-exit=1 ")].rsplit("\n", 1)[0]
+    first_step = script.index("\nsrun ")
+    assert env_line < first_step < script.index("srun --kill-on-bad-exit=1 ")
+    assert script[first_step:].startswith(
+        "\nsrun --nodes=1 --ntasks=1 python train.py --prepare-only"
+    )
+    # everything up to the first step, then a marker instead of it
+    head = script[:first_step]
     runnable = tmp_path / "head.sh"
     runnable.write_text(head + "\necho REACHED-THE-STEP\n")
     slurm = {"SLURM_SUBMIT_DIR": str(tmp_path), "SLURM_CPUS_PER_TASK": "2",
@@ -176,14 +180,15 @@ def test_lightning_under_srun_ends_a_rank_stuck_in_nccl_on_old_torch(cpu_machine
 @pytest.mark.parametrize(
     ("framework", "torch", "relays"),
     [("ddp", "2.14", True), ("ddp", "2.10", True), ("ddp", "2.9", False),
-     ("lightning", "2.14", False), ("hf", "2.14", False), ("dp", "2.14", False)],
+     ("lightning", "2.14", True), ("hf", "2.14", True), ("hf", "2.9", False),
+     ("dp", "2.14", False)],
 )  # fmt: skip
 def test_the_launch_script_passes_ctrl_c_on_where_torchrun_leaves_it(
     cpu_machine, framework, torch, relays
 ):
     """torchrun 2.10+ can leave SIGINT alone (--signals_to_handle): the script then passes
-    Ctrl-C on to the workers of train.py's own loop, which stop at a step (e2e: the restarts
-    test); elsewhere the script execs its command as before."""
+    Ctrl-C on to the workers, which stop at a step in every framework (e2e: the restarts
+    test); elsewhere (and for dp, which has no torchrun) the script execs its command."""
     spec = build_spec({"name": "p", "framework": framework, "torch": torch}, cpu_machine)
     script = engine.render(spec)["launch/single_node.sh"].decode()
     assert (launch.CTRL_C_FLAG in script) is relays
@@ -194,12 +199,13 @@ def test_the_launch_script_passes_ctrl_c_on_where_torchrun_leaves_it(
 @pytest.mark.parametrize(
     ("framework", "signal"),
     [("ddp", "--signal=B:USR1@120"), ("dp", "--signal=B:USR1@120"),
-     ("lightning", "--signal=USR1@120"), ("hf", "--signal=B:USR1@120")],
+     ("lightning", "--signal=B:USR1@120"), ("hf", "--signal=B:USR1@120")],
 )  # fmt: skip
 def test_slurm_warns_before_the_time_limit_whoever_catches_it(cpu_machine, framework, signal):
-    """train.py's own handler (genie's loops, the HF Trainer's callback) gets SIGUSR1
-    through the batch script, which stops the step and requeues; Lightning's SLURM support
-    catches it in its tasks. Every job is requeued and appends to its log."""
+    """Every framework's handler (genie's loops, the Lightning and HF callbacks) gets the
+    notice through the batch script, which stops the step and requeues; Lightning's own
+    SLURM handler, which saved inside the signal handler, is off. Every job is requeued
+    and appends to its log."""
     spec = slurm_spec(cpu_machine, framework=framework)
     directives = launch.sbatch_directives(spec)
     assert [d for d in directives if d.startswith("--signal")] == [signal]

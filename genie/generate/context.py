@@ -41,6 +41,7 @@ class Launch:
     single_node: str
     multi_node: str | None
     slurm: str
+    prepare: str  # the batch script's data step
     sbatch: list[str]
     network: bool  # launch/network.sh finds each node's address and interface
     srun_tasks: bool  # under SLURM, srun starts every process (no torchrun per node)
@@ -143,6 +144,7 @@ def _launch(spec: Spec) -> Launch:
             else None
         ),
         slurm=launch.shell_join(launch.slurm_args(spec)),
+        prepare=launch.shell_join(launch.PREPARE_STEP),
         sbatch=launch.sbatch_directives(spec),
         network=launch.needs_network_script(spec),
         srun_tasks=launch.slurm_uses_srun_tasks(spec),

@@ -88,11 +88,10 @@ CTRL_C_FLAG = "--signals_to_handle=SIGTERM,SIGHUP,SIGQUIT"
 
 
 def relays_ctrl_c(spec: Spec) -> bool:
-    """Whether the launch scripts pass Ctrl-C on to the workers: where train.py's own loop
-    stops at a step on it, and torchrun can be told to leave it alone (torch 2.10+)."""
-    framework = FRAMEWORKS[spec.framework]
-    own_loop = framework.torchrun and not framework.trainer
-    return own_loop and compat.features(spec.torch)["torchrun_signals_to_handle"]
+    """Whether the launch scripts pass Ctrl-C on to the workers, which stop at a step on
+    it: where torchrun runs them and can be told to leave it alone (torch 2.10+)."""
+    torchrun = FRAMEWORKS[spec.framework].torchrun
+    return torchrun and compat.features(spec.torch)["torchrun_signals_to_handle"]
 
 
 def script_line(spec: Spec, argv: list[str]) -> str:
@@ -227,11 +226,9 @@ def sbatch_directives(spec: Spec) -> list[str]:
     if spec.gpus_per_node:
         lines.append(f"--gpus-per-node={spec.gpus_per_node}")
     lines += [f"--cpus-per-task={cpus}", f"--output={SLURM_LOGS}/%x-%j.out"]
-    # Preemption: SLURM signals PREEMPTION_NOTICE seconds before the time limit and the job comes
-    # back requeued, appending to its log. train.py's own handler gets the signal through the
-    # batch script (B:), which stops the step; Lightning's SLURM support, in its tasks.
-    where = "" if FRAMEWORKS[spec.framework].own_slurm_requeue else "B:"
-    lines += [f"--signal={where}USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
+    # Preemption: SLURM signals the batch script (B:) PREEMPTION_NOTICE s before the time limit;
+    # it stops the step, whose ranks checkpoint at an agreed step, and requeues the job.
+    lines += [f"--signal=B:USR1@{PREEMPTION_NOTICE}", "--requeue", "--open-mode=append"]
     for name in ("partition", "account", "time"):
         value = getattr(spec, name)
         if value:
@@ -254,6 +251,10 @@ def slurm_args(spec: Spec) -> list[str]:
         f"--rdzv_endpoint={SLURM_HEAD_VAR}:{SLURM_PORT_VAR}", "--rdzv_id=$SLURM_JOB_ID",
         ENTRYPOINT,
     ]  # fmt: skip
+
+
+# The batch script's first step: the data, prepared by one process (train.py --prepare-only)
+PREPARE_STEP = ("srun", "--nodes=1", "--ntasks=1", "python", ENTRYPOINT, "--prepare-only")
 
 
 def sbatch_args(extra: Sequence[str] = (), wait: bool = False) -> list[str]:

@@ -26,7 +26,7 @@ VARIANTS = {
 }
 # 4096 samples in 16s on 2 ranks: 128 optimizer steps an epoch, a checkpoint every 5
 TRAIN = ("--num-samples", "4096", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
-CTRL_C = ("ddp", "fsdp", "dp")  # train.py's own loop: Ctrl-C stops it at a step
+CTRL_C = ("ddp", "fsdp", "lightning", "hf", "dp")  # Ctrl-C stops each at a step
 
 
 def command(project: Path, variant: str, folder: str, *extra: str) -> dict:
@@ -71,8 +71,9 @@ def kill_after_a_save(project: Path, variant: str, folder: str) -> None:
 
 
 def ctrl_c_after_a_few_steps(project: Path, variant: str, folder: str) -> tuple[int, str]:
-    """The command in a terminal of its own, Ctrl-C pressed once it trains (SIGINT to
-    its foreground process group, as a terminal sends it); its exit code and output."""
+    """The command in a terminal of its own, Ctrl-C pressed once it trains (its first
+    checkpoint is written: SIGINT to its foreground process group, as a terminal sends
+    it); its exit code and output."""
     log = project / f"{folder}.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
@@ -80,7 +81,7 @@ def ctrl_c_after_a_few_steps(project: Path, variant: str, folder: str) -> tuple[
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 300
-        while "step 3/" not in log.read_text() and time.monotonic() < deadline:
+        while not saved(project / folder, variant) and time.monotonic() < deadline:
             assert process.poll() is None, log.read_text()[-3000:]
             time.sleep(0.01)
         os.killpg(process.pid, signal.SIGINT)
@@ -146,7 +147,9 @@ def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_
         assert "Traceback" not in said and "FAILED" not in said, said[-3000:]
         step = stopped[0].split("stopped at step ")[1].split(",")[0]
         again = launch(project, variant, "stopped")
-        assert again.returncode == 0 and f"step {step}" in again.stdout, again.stdout[-3000:]
+        resumed = {"hf": f"stopped/checkpoint-{step}", "lightning": "stopped/last.ckpt"}
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert resumed.get(variant, f"step {step}") in again.stdout, again.stdout[-3000:]
         c = weights(project / "stopped", variant, tmp_path)
         assert all(torch.equal(a[k], c[k]) for k in a)
 

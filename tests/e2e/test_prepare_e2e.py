@@ -1,0 +1,83 @@
+"""Data preparation outside the collective timeout (issue 45): a preparation slower than
+--dist-timeout completes and training starts, every torchrun framework; a preparation
+killed in the middle of tokenizing resumes from the shards it finished; --prepare-only
+prepares in one process with no process group."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import CPU_ENV, THIS_PYTHON, generate
+
+CPUS = ("--nproc-per-node", "2", "--gpus-per-node", "0")
+# 9 s for any collective; the preparation takes 20
+SLOW = ("--smoke", "--dist-timeout", "0.15")
+# the end of the custom task's prepare(): a download or a tokenization, slower than that
+SLOW_PREPARE = "    __import__('time').sleep(20)\n\n\n"
+
+
+def run(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        args, cwd=project, env={**os.environ, **CPU_ENV, **THIS_PYTHON, **(env or {})},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    done.stdout += done.stderr
+    return done
+
+
+def insert(path: Path, anchor: str, code: str) -> None:
+    """``code`` as whole lines before the one line that starts with ``anchor``."""
+    source = path.read_text()
+    assert source.count("\n" + anchor) == 1, anchor
+    path.write_text(source.replace("\n" + anchor, "\n" + code + anchor))
+
+
+@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
+def test_a_preparation_slower_than_the_collective_timeout_completes(framework, tmp_path):
+    project = generate(tmp_path, "--framework", framework, *CPUS)
+    insert(project / "data.py", "def prepared_dir(", SLOW_PREPARE)
+    done = run(project, "bash", "launch/single_node.sh", *SLOW)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "GENIE_SMOKE" in done.stdout
+
+
+def test_a_preparation_killed_while_tokenizing_resumes_from_its_finished_shards(tmp_path):
+    project = generate(tmp_path, "--task", "nlp", *CPUS)
+    data = project / "data.py"
+    # 8 texts a shard: the smoke set (36 texts for one process) is 5 shards
+    data.write_text(data.read_text().replace("SHARD_ROWS = 100_000", "SHARD_ROWS = 8", 1))
+    insert(data, '        (partial / f"{name}.done").touch()',
+           '        if index == 3 and os.environ.get("DIE_AT_SHARD_4"):\n'
+           "            os._exit(9)  # killed after tokenizing shard 4, before marking it\n")  # fmt: skip
+    prepare = ("python", "train.py", "--prepare-only", "--smoke")
+    killed = run(project, *prepare, env={"DIE_AT_SHARD_4": "1"})
+    assert killed.returncode == 9, killed.stdout[-3000:]
+    partial = next((project / "checkpoints" / "smoke" / "tokenized").glob(".partial-*"))
+    assert sorted(p.name for p in partial.glob("*.done")) == [
+        "shard-00000.done", "shard-00001.done", "shard-00002.done"
+    ]  # fmt: skip
+    again = run(project, *prepare)
+    assert again.returncode == 0, again.stdout[-3000:]
+    said = [line for line in again.stdout.splitlines() if "tokenizing shard" in line]
+    assert [line.split("tokenizing ")[1].split(":")[0] for line in said] == [
+        "shard 4/5", "shard 5/5"
+    ], again.stdout  # fmt: skip
+    assert "data prepared in checkpoints/smoke/" in again.stdout
+    fresh = run(project, *prepare, "--checkpoint-dir", "fresh")
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+    from datasets import Dataset, concatenate_datasets
+
+    def rows(folder: Path) -> list:
+        [target] = (folder / "tokenized").iterdir()
+        parts = [Dataset.from_file(str(p)) for p in sorted(target.glob("*.arrow"))]
+        return concatenate_datasets(parts).to_list()
+
+    resumed, whole = rows(project / "checkpoints" / "smoke"), rows(project / "fresh")
+    assert len(resumed) == 36 and resumed == whole
+    # and the project trains on what was prepared (under torchrun: two ranks)
+    trained = run(project, "bash", "launch/single_node.sh", "--smoke")
+    assert trained.returncode == 0 and "GENIE_SMOKE" in trained.stdout, trained.stdout[-3000:]
