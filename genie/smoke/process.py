@@ -12,11 +12,17 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 KILL_GRACE = 5.0
+GONE_WITHIN = 20.0  # seconds SIGKILLed processes get to be gone (a loaded host is slow)
+# Every process of a tree started here carries it, with a value of its own: a process that
+# left the tree (its parent died first and it was re-parented) is still found and killed.
+TREE = "GENIE_PROCESS_TREE"
+_TREES: dict[int, str] = {}  # pid of a process started by popen() -> its TREE value
 DUMP_GRACE = 2.0  # seconds the ranks get to write their stacks
 
 
@@ -60,10 +66,11 @@ def popen(
     argv: tuple[str, ...] | list[str], cwd: Path, env: dict[str, str], merge_stderr: bool = True
 ) -> subprocess.Popen:
     """``argv`` with its output piped as text, in a session of its own."""
-    return subprocess.Popen(
+    tree = uuid.uuid4().hex
+    proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        env=env,
+        env={**env, TREE: tree},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -71,6 +78,8 @@ def popen(
         errors="replace",
         start_new_session=True,  # its own process group: a timeout kills every rank
     )
+    _TREES[proc.pid] = tree
+    return proc
 
 
 def _pump(proc: subprocess.Popen, lines: list[str], echo: Callable[[str], None]) -> None:
@@ -128,24 +137,47 @@ def descendants(pid: int) -> list[int]:
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGTERM torchrun (it forwards to the ranks), then SIGKILL every process that is left."""
-    victims = descendants(proc.pid)  # before torchrun dies and its children are re-parented
+    """SIGTERM torchrun (it forwards to the ranks), then SIGKILL every process that is left:
+    its descendants and every process of its tree that was re-parented, until none runs."""
+    tree = _TREES.pop(proc.pid, "")
+    victims = set(descendants(proc.pid))  # before torchrun dies and its children move
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=KILL_GRACE)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         pass
-    for pid in [proc.pid, *victims]:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    # SIGKILL is not instant: the ranks (re-parented once torchrun, or the launch script
-    # above it, died) are gone, or zombies, before this returns
-    deadline = time.monotonic() + KILL_GRACE
-    while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
+    deadline = time.monotonic() + GONE_WITHIN
+    while True:
+        victims |= _marked(tree)
+        left = [pid for pid in victims if _running(pid)]
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        if not left or time.monotonic() > deadline:
+            break
         time.sleep(0.05)
+    proc.wait()
+
+
+def _marked(tree: str) -> set[int]:
+    """Every process (but this one) started with ``TREE=tree``."""
+    if not tree:
+        return set()
+    needle = f"{TREE}={tree}".encode()
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in entry.read_bytes():
+                found.add(int(entry.parent.name))
+        except (OSError, ValueError):
+            continue
+    found.discard(os.getpid())
+    return found
 
 
 def _running(pid: int) -> bool:

@@ -181,10 +181,12 @@ def _elastic_run(root: Path, framework: str) -> ElasticRun:
     # Both nodes share the checkpoint directory, as on a shared filesystem.
     train = ["--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "interrupted"]
     marker = root / "fault-fired"
-    # genie's own loop counts steps across restarts: node 1's worker is killed three times,
-    # whichever rank it holds (between step checkpoints, just after one, at an epoch's
-    # first step); the Trainers count steps per process: killed once, at step 10
-    fault = KILLS if framework == "ddp" else "kill:1:10"
+    # node 1's worker is killed whichever rank c10d gave it (nodes join in any order).
+    # genie's own loop counts steps across restarts: killed three times (between step
+    # checkpoints, just after one, at an epoch's first step); the Trainers count steps per
+    # process: killed once, at step 10 (the marker keeps the restarted one from counting
+    # to 10 again)
+    fault = KILLS if framework == "ddp" else "kill:*:10"
     faulty = {**env, "GENIE_FAULT": fault, "GENIE_FAULT_MARKER": str(marker)}
     nodes = [
         subprocess.Popen(

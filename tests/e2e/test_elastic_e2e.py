@@ -70,7 +70,7 @@ def test_a_worker_killed_on_node_1_is_restarted_and_training_ends_bit_identical(
     run = elastic_runs(framework)
     log = "\n".join(node.stdout for node in run.nodes)
     assert [n.returncode for n in run.nodes] == [0, 0], log[-5000:]
-    assert run.marker.exists(), "the fault never fired: node 1 did not hold rank 1"
+    assert run.marker.exists(), "the fault never fired"
     assert re.search(r"GENIE_FAULT kill on rank \d at step 10", log)  # mid-epoch: steps 9-16
     assert RESUMED[framework] in log, log[-5000:]
     if framework == "ddp":  # also killed at steps 5 and 17: resumed from 3 and from 16
