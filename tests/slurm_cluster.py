@@ -60,8 +60,9 @@ def _sbin(tool: str) -> str:
     return found
 
 
-def start(root: Path, timeout: float = 60) -> Cluster:
-    """Configure and start a one-node SLURM under ``root``; raises if it does not come up."""
+def start(root: Path, timeout: float = 60, task_plugin: str = "task/none") -> Cluster:
+    """Configure and start a one-node SLURM under ``root``; raises if it does not come up.
+    ``task_plugin="task/affinity"`` binds each step's tasks to the CPUs they were given."""
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     node = socket.gethostname().split(".")[0]
@@ -82,7 +83,7 @@ AuthType=auth/munge
 AuthInfo=socket={sock}
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={task_plugin}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none

@@ -54,7 +54,7 @@ def slurm_runs(slurm, tmp_path_factory):
     }  # fmt: skip
     projects = {
         "ddp": (), "lightning": ("--framework", "lightning"), "hf": ("--framework", "hf"),
-        "raises": (), "hangs": (),
+        "fsdp": ("--strategy", "fsdp"), "raises": (), "hangs": (),
     }  # fmt: skip
     for name, flags in projects.items():
         made = generate(root, *SLURM_PROJECT, *flags, name=name)
@@ -70,7 +70,7 @@ def slurm_runs(slurm, tmp_path_factory):
     return {name: (root / name, result) for name, result in done.items()}
 
 
-@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
+@pytest.mark.parametrize("framework", ["ddp", "fsdp", "lightning", "hf"])
 def test_genie_smoke_on_slurm_passes_through_the_batch_script(slurm_runs, framework, slurm):
     project, result = slurm_runs[framework]
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr + slurm.log()
@@ -123,24 +123,43 @@ def job_state(slurm, job: str) -> tuple[str, int]:
     return (state[1] if state else "gone", int(restarts[1]) if restarts else 0)
 
 
-# What each framework's resumed job says, and where its weights are
-RESUMED = {"ddp": "resuming from step {step} of preempted/last.pt",
-           "lightning": "resuming from preempted/last.ckpt"}  # fmt: skip
+# What each project's resumed job says, and its first step checkpoint (every 3 steps)
+RESUMED = {
+    "ddp": ("resuming from step {step} of preempted/last.pt", "last.pt"),
+    "fsdp": ("resumed from preempted/step-", "step-00000003"),
+    "lightning": ("resuming from preempted/last.ckpt", "last.ckpt"),
+    "hf": ("resuming from preempted/checkpoint-{step}", "checkpoint-3/trainer_state.json"),
+}
 
 
-def final_weights(folder: Path, framework: str) -> tuple[int, dict]:
+def final_weights(folder: Path, project: str, scratch: Path) -> tuple[int, dict]:
+    import json
+
     import torch
 
-    if framework == "lightning":
+    if project == "lightning":
         state = torch.load(folder / "last.ckpt", weights_only=False)
         return state["global_step"], state["state_dict"]
+    if project == "hf":
+        from safetensors.torch import load_file
+
+        newest = max(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        step = json.loads((newest / "trainer_state.json").read_text())["global_step"]
+        return step, load_file(newest / "model.safetensors")
+    if project == "fsdp":
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        last = (folder / "last").resolve()  # step-N, the newest complete one
+        dcp_to_torch_save(last, scratch / f"{folder.name}.pt")
+        state = torch.load(scratch / f"{folder.name}.pt", weights_only=True)
+        return int(last.name.split("-")[1]), state["model"]
     state = torch.load(folder / "last.pt", weights_only=True)
     return state["step"], state["model"]
 
 
 @pytest.mark.parametrize("framework", list(RESUMED))
 def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
-    slurm_runs, slurm, framework
+    slurm_runs, slurm, framework, tmp_path
 ):
     """SIGUSR1 to the batch script (what --signal=B:USR1@120 sends): the job step stops
     at an optimizer step with a checkpoint, the job is requeued, and the requeued job
@@ -161,7 +180,7 @@ def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
     log = project / "logs" / f"preempted-{job}.out"
     deadline = time.monotonic() + 180
     # its first step checkpoint (every 3 steps with --smoke): training is under way
-    saved = project / "preempted" / ("last.ckpt" if framework == "lightning" else "last.pt")
+    saved = project / "preempted" / RESUMED[framework][1]
     while not saved.exists():
         assert time.monotonic() < deadline, slurm.log()
         time.sleep(0.2)
@@ -182,12 +201,12 @@ def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
     assert "SIGUSR1: checkpointing at the next step, then requeueing job" in text
     stopped = re.search(r"SIGTERM: stopped at step (\d+), checkpoint written", text)
     assert stopped and "exiting 75" in text, text[-4000:]
-    assert RESUMED[framework].format(step=stopped[1]) in text, text[-4000:]
+    assert RESUMED[framework][0].format(step=stopped[1]) in text, text[-4000:]
     assert report_of(text)["steps"] == 24
     straight = torchrun(project, *train, "--checkpoint-dir", "straight", env=env, timeout=300)
     assert straight.returncode == 0, straight.stderr[-3000:]
     (a_step, a), (b_step, b) = (
-        final_weights(project / d, framework) for d in ("straight", "preempted")
+        final_weights(project / d, framework, tmp_path) for d in ("straight", "preempted")
     )
     assert a_step == b_step == 24
     for name, tensor in a.items():
