@@ -63,6 +63,12 @@ class Task:
     title: str
     packages: tuple[str, ...]
     lr: float = 1e-3  # the default learning rate of its model (AdamW)
+    # True: a causal language model (tokens, not samples: packed blocks, tokens/s, MFU,
+    # perplexity, no weight decay on embeddings)
+    language_model: bool = False
+    # the frameworks written for it (None: every one), and why the others are not
+    frameworks: tuple[str, ...] | None = None
+    other_frameworks: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +204,23 @@ TASKS: dict[str, Task] = {
             title=N_("text classification (transformers)"),
             packages=("transformers", "datasets"),
             lr=5e-5,  # fine-tuning a pretrained transformer, as the HF Trainer's default
+        ),
+        Task(
+            key="llm",
+            summary=_(
+                "causal language model: pretrain or fine-tune a decoder LM (Llama, Qwen, GPT-2 "
+                "shapes) on packed text, with tokens/s and MFU"
+            ),
+            title=N_("causal language modelling (transformers)"),
+            packages=("transformers", "datasets"),
+            lr=2e-5,  # fine-tuning a pretrained LM; pretraining (--from-scratch) wants more
+            language_model=True,
+            frameworks=("ddp",),
+            other_frameworks=_(
+                "the llm task is written for --framework ddp (with --strategy ddp, fsdp or "
+                "hsdp); DataParallel copies the whole model to every GPU at every step, and "
+                "the Lightning and HF Trainer versions are not written yet"
+            ),
         ),
         Task(
             key="cv",

@@ -25,11 +25,12 @@ TOPOLOGIES: dict[str, dict] = {
 
 FRAMEWORKS = tuple(registry.FRAMEWORKS)
 TASKS = tuple(registry.TASKS)
-# Every framework x task; ddp x custom is cpu-default above.
+# Every framework x task it is written for; ddp x custom is cpu-default above.
 COMBOS: dict[str, dict] = {
     f"{framework}-{task}": {"framework": framework, "task": task}
     for framework in FRAMEWORKS
     for task in TASKS
+    if registry.TASKS[task].frameworks is None or framework in registry.TASKS[task].frameworks
 }
 
 # FSDP: FSDP2 (fully_shard) from torch 2.6, FSDP1 for 2.2-2.5; every task's shard units.
@@ -37,6 +38,7 @@ FSDP: dict[str, dict] = {
     "fsdp-ddp-custom": {"strategy": "fsdp"},
     "fsdp-ddp-cv": {"strategy": "fsdp", "task": "cv"},
     "fsdp-ddp-nlp": {"strategy": "fsdp", "task": "nlp"},
+    "fsdp-ddp-llm": {"strategy": "fsdp", "task": "llm"},
     "fsdp-lightning-gpu": {"strategy": "fsdp", "framework": "lightning", "gpus_per_node": 8},
     "fsdp-hf-gpu": {"strategy": "fsdp", "framework": "hf", "gpus_per_node": 8},
     "fsdp1-torch2.4-gpu": {
@@ -58,6 +60,7 @@ CHINESE: dict[str, dict] = {
                        "strategy": "fsdp", "gpus_per_node": 8},
     "zh-hsdp": {"docs_lang": "zh", "strategy": "hsdp", "nodes": 2, "master_addr": "10.0.0.1"},
     "zh-dp-cv": {"docs_lang": "zh", "framework": "dp", "task": "cv"},
+    "zh-llm": {"docs_lang": "zh", "task": "llm"},
     "zh-lightning-nlp-static": {"docs_lang": "zh", "framework": "lightning", "task": "nlp",
                                 "nodes": 2, "master_addr": "10.0.0.1", "rdzv": "static"},
 }  # fmt: skip

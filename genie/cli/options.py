@@ -24,7 +24,7 @@ _DEFAULTS_SHOWN = {
     "precision": _("bf16 with GPUs, fp32 on CPU"),
     "scheduler": _("slurm where sbatch is installed, else none"),
     "image": _("ghcr.io/your-org/NAME:latest (build your own)"),
-    "lr": _("5e-5 for the nlp task, else 1e-3"),
+    "lr": _("5e-5 for the nlp task, 2e-5 for llm, else 1e-3"),
 }
 
 

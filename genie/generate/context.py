@@ -15,7 +15,7 @@ from genie import __version__, compat, contract
 from genie.generate import launch, manifests
 from genie.generate.catalogue import framework_title, project_files
 from genie.i18n import Translations, translations
-from genie.registry import FRAMEWORKS, TASKS, Framework
+from genie.registry import FRAMEWORKS, TASKS, Framework, Task
 from genie.spec import Spec
 
 
@@ -53,6 +53,7 @@ class Context(Words):
     """The templates' ``g``, besides the spec's answers; :func:`context` builds it."""
 
     fw: Framework  # the framework's registry entry: what shared templates may branch on
+    tk: Task  # the task's registry entry, likewise
     genie_version: str
     marker: str
     features: dict[str, bool]  # what the chosen torch has (compat.FEATURES)
@@ -102,6 +103,7 @@ def build(spec: Spec) -> Context:
     return Context(
         **asdict(_words(spec, translations("en"))),  # README.md
         fw=fw,
+        tk=TASKS[spec.task],
         genie_version=__version__,
         marker=contract.MARKER,
         features=features,

@@ -206,8 +206,8 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "lr", float, _("Learning rate?"),
-        _("AdamW learning rate; the nlp task fine-tunes a pretrained transformer, at a "
-          "smaller one."),
+        _("AdamW learning rate; the nlp and llm tasks fine-tune a pretrained transformer, "
+          "at a smaller one."),
         default=_default_lr, minimum=1e-12, maximum=10,
     ),
     Field(

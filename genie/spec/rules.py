@@ -12,7 +12,7 @@ from typing import Any
 
 from genie import compat
 from genie.i18n import _
-from genie.registry import FRAMEWORKS, SHARDED
+from genie.registry import FRAMEWORKS, SHARDED, TASKS
 from genie.spec.fields import Answers, Field
 
 
@@ -37,6 +37,13 @@ def _dp_one_node(v: Answers) -> str | None:
         return _(
             "DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"
         )
+    return None
+
+
+def _task_framework(v: Answers) -> str | None:
+    task = TASKS[v["task"]]
+    if task.frameworks is not None and v["framework"] not in task.frameworks:
+        return task.other_frameworks
     return None
 
 
@@ -113,6 +120,7 @@ def _libraries_exist(v: Answers) -> str | None:
 # In the order the final check reports them.
 RULES: tuple[Rule, ...] = (
     Rule("framework", ("framework", "nodes"), _dp_one_node),
+    Rule("framework", ("task", "framework"), _task_framework),
     Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
     Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
     Rule("strategy", ("strategy", "framework", "nodes"), _hsdp_across_nodes),

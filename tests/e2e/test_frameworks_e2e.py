@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +102,7 @@ UNAVAILABLE = {
     "lightning-nlp": "the dataset imdb or the tokenizer of distilbert-base-uncased could not",
     "hf-cv": "CIFAR-10 could not be downloaded into ",
     "dp-nlp": "the dataset imdb or the tokenizer of distilbert-base-uncased could not",
+    "ddp-llm": "the dataset roneneldan/TinyStories or the tokenizer of HuggingFaceTB/SmolLM2-135M",
 }
 NO_NETWORK = {**OFFLINE, "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
 
@@ -124,6 +127,25 @@ def test_offline_the_data_that_cannot_be_had_is_named_in_one_line(combo_runs, co
     # the ranks stopped together, quietly: torchrun's own summary is the only traceback
     assert str(run.project / "data.py") not in output and "Connection closed" not in output
     assert output.count("Traceback") <= (1 if combo != "dp-nlp" else 0), output[-3000:]
+
+
+@combo_group("ddp-llm")
+def test_a_language_model_logs_tokens_mfu_and_perplexity(combo_runs):
+    """The llm task's log: tokens/s per device and MFU (n/a on a CPU) at every logged
+    step, perplexity at validation; its smoke model learned the next tokens."""
+    run = combo_runs("ddp-llm")
+    assert run.new.returncode == 0, run.new.stdout[-4000:] + run.new.stderr
+    steps = re.findall(
+        r"step \d+/\d+ loss \S+ lr \S+ (\d+) tokens/s/device MFU (\S+) ETA", run.new.stdout
+    )
+    assert steps and all(int(tokens) > 0 and mfu == "n/a" for tokens, mfu in steps)
+    validations = re.findall(
+        r"validation: loss (\S+), perplexity (\S+), accuracy (\S+)", run.new.stdout
+    )
+    assert len(validations) == 2  # one per epoch
+    loss, perplexity, accuracy = map(float, validations[-1])
+    assert perplexity == pytest.approx(math.exp(loss), rel=1e-2)
+    assert accuracy > 0.5  # next tokens of the smoke text: chance is 1/18
 
 
 def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
