@@ -94,7 +94,7 @@ def test_flops_per_token_count_the_parameters_outside_the_embeddings(llm):
     assert found["flops"] == 6 * (found["params"] - found["embedding"]) + 12 * 2 * 64 * 32
 
 
-def test_fsdp_units_are_the_decoder_layers_and_the_embedding_table(llm):
+def test_fsdp_units_are_the_embedding_table_the_decoder_layers_and_the_head(llm):
     found = run_json(llm, """
         import argparse, json, torch
         import fsdp, model
@@ -103,7 +103,7 @@ def test_fsdp_units_are_the_decoder_layers_and_the_embedding_table(llm):
         lm = model.build_model(args, 18)
         print(json.dumps([type(unit).__name__ for unit in fsdp.units(lm)]))
     """)  # fmt: skip
-    assert found == ["Embedding", "LlamaDecoderLayer", "LlamaDecoderLayer"]
+    assert found == ["Embedding", "LlamaDecoderLayer", "LlamaDecoderLayer", "Linear"]
 
 
 def test_norms_biases_and_embeddings_are_not_decayed(llm):

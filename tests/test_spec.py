@@ -76,7 +76,7 @@ def test_valid_answers_become_a_spec(cpu_machine, raw, expected):
         ({"lr": 0}, "lr (--lr): 0 is not valid"),
         ({"compile": "maybe"}, "compile (--compile): 'maybe' is not valid: true or false"),
         ({"framework": "jax"}, "framework (--framework): 'jax' is not valid: one of: ddp, lightning, hf, dp"),
-        ({"task": "rl"}, "task (--task): 'rl' is not valid: one of: custom, nlp, cv"),
+        ({"task": "rl"}, "task (--task): 'rl' is not valid: one of: custom, nlp, llm, cv"),
         ({"framework": "dp", "nodes": 2, "master_addr": "h"},
          "framework (--framework): 'dp' is not valid: DataParallel runs in one process on one node; use --framework ddp for --nodes > 1"),
         ({"framework": "dp", "nproc_per_node": 2},

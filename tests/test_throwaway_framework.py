@@ -44,6 +44,10 @@ def ddp2(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "template_root", lambda: copy)
     entry = dataclasses.replace(registry.FRAMEWORKS["ddp"], key="ddp2", **DDP2_FACTS)
     monkeypatch.setitem(registry.FRAMEWORKS, "ddp2", entry)  # the dict every module reads
+    for key, task in registry.TASKS.items():  # a task written for ddp is written for ddp2
+        if task.frameworks and "ddp" in task.frameworks:
+            allowed = (*task.frameworks, "ddp2")
+            monkeypatch.setitem(registry.TASKS, key, dataclasses.replace(task, frameworks=allowed))
     # The field table copied the choices when it was built, at import time.
     fields = tuple(
         (

@@ -9,7 +9,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from genie import wizard
-from genie.spec import build_spec
+from genie.spec import build, build_spec, rules
 
 ENTER, DOWN, CTRL_C, CLEAR = "\r", "\x1b[B", "\x03", "\x15"  # \x15: Ctrl-U clears the line
 
@@ -69,9 +69,17 @@ def test_multi_node_answers_ask_for_the_master_and_rendezvous(cpu_machine):
 
 
 def test_picking_a_task_and_framework_from_the_lists(cpu_machine):
-    keys = ENTER * 5 + DOWN + DOWN + ENTER + DOWN + ENTER + ENTER * 20  # cv, lightning
+    keys = ENTER * 5 + DOWN * 3 + ENTER + DOWN + ENTER + ENTER * 20  # cv, lightning
     spec, asked = run_wizard(cpu_machine, keys)
     assert (spec.task, spec.framework) == ("cv", "lightning")
+
+
+def test_the_llm_task_is_offered_the_frameworks_written_for_it(cpu_machine):
+    keys = ENTER * 5 + DOWN * 2 + ENTER + DOWN * 3 + ENTER + ENTER * 20  # llm, then the last
+    spec, asked = run_wizard(cpu_machine, keys)
+    assert (spec.task, spec.framework) == ("llm", "ddp")
+    answers = {"task": "llm", "nodes": 1}
+    assert rules.allowed(build.FIELD_BY_NAME["framework"], answers) == ("ddp",)
 
 
 def test_dataparallel_skips_the_process_count_and_is_offered_only_on_one_node(cpu_machine):

@@ -40,7 +40,7 @@ dist_utils.shutdown()
 """
 
 
-@pytest.mark.parametrize("task", ["custom", "cv", "nlp"])
+@pytest.mark.parametrize("task", ["custom", "cv", "nlp", "llm"])
 def test_fsdp_project_passes_its_smoke_test_sharded(tmp_path, task):
     result = run_genie(
         "new", "p", "--yes", "--strategy", "fsdp", "--task", task, cwd=tmp_path, **OFFLINE
