@@ -80,6 +80,7 @@ class Module:
     name: str  # its file in the project
     purpose: str  # one line in the file lists (genie new, the project's README)
     sharded: bool = False  # only with a strategy that shards the model (SHARDED)
+    language_model: bool = False  # only with a language-model task (Task.language_model)
 
 
 MODULES: dict[str, Module] = {
@@ -107,6 +108,11 @@ MODULES: dict[str, Module] = {
         Module(
             name="tracking.py", purpose=N_("logging, progress and the experiment tracker (rank 0)")
         ),
+        Module(
+            name="generate.py",
+            purpose=N_("a checkpoint completes a prompt, or becomes a Hugging Face folder"),
+            language_model=True,
+        ),
         Module(name="smoke_check.py", purpose=N_("what genie reads to judge a --smoke run")),
     )
 }
@@ -132,7 +138,7 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_title=N_("PyTorch FullyShardedDataParallel (FSDP)"),
             wrapper="DDP",
             packages=(),
-            modules=("fsdp.py", "export.py", "dist_utils.py", *_LOOP_MODULES),
+            modules=("fsdp.py", "export.py", "dist_utils.py", *_LOOP_MODULES, "generate.py"),
             hsdp=True,
         ),
         Framework(

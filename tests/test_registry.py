@@ -43,9 +43,17 @@ def test_every_framework_and_task_entry_is_complete_and_rendered(cpu_machine):
         for name in framework.modules:
             module = registry.MODULES[name]  # declared, with its purpose
             assert module.name == name and module.purpose
-            assert (name in files) is (not module.sharded), (key, name)
+            # the default task (custom) is not a language model
+            assert (name in files) is not (module.sharded or module.language_model), (key, name)
     for key, task in registry.TASKS.items():
         assert task.key == key and task.title
+        if task.language_model:  # its own modules are rendered for it
+            framework = (task.frameworks or tuple(registry.FRAMEWORKS))[0]
+            spec = build_spec({"name": "p", "framework": framework, "task": key}, cpu_machine)
+            files = engine.render(spec)
+            for name in registry.FRAMEWORKS[framework].modules:
+                if registry.MODULES[name].language_model:
+                    assert name in files, (key, name)
 
 
 def test_every_module_a_framework_lists_has_a_template_for_it():

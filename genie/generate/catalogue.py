@@ -5,7 +5,7 @@ from __future__ import annotations
 from genie.generate.archive import ARCHIVE
 from genie.generate.launch import needs_network_script
 from genie.i18n import Translations, translations
-from genie.registry import FRAMEWORKS, MODULES, Module
+from genie.registry import FRAMEWORKS, MODULES, TASKS, Module
 from genie.spec import Spec
 from genie.spec.answers import ANSWERS_FILE
 
@@ -25,7 +25,12 @@ def framework_title(spec: Spec, tr: Translations | None = None) -> str:
 def project_modules(spec: Spec) -> list[Module]:
     """The project's modules besides train.py, model.py and data.py, in the order listed."""
     modules = [MODULES[name] for name in FRAMEWORKS[spec.framework].modules]
-    return [m for m in modules if spec.sharded or not m.sharded]
+    language_model = TASKS[spec.task].language_model
+    return [
+        m
+        for m in modules
+        if (spec.sharded or not m.sharded) and (language_model or not m.language_model)
+    ]
 
 
 def project_files(spec: Spec, tr: Translations | None = None) -> list[tuple[str, str]]:

@@ -148,6 +148,59 @@ def test_a_language_model_logs_tokens_mfu_and_perplexity(combo_runs):
     assert accuracy > 0.5  # next tokens of the smoke text: chance is 1/18
 
 
+SAME_LOGITS = """
+import argparse, sys, torch
+from transformers import AutoModelForCausalLM
+import generate
+model, tokenizer = generate.load(__import__("pathlib").Path(sys.argv[1]))
+exported = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval()
+ids = tokenizer("w3 w4 w5 w9 w1", return_tensors="pt").input_ids
+with torch.no_grad():
+    print("SAME", torch.equal(model.eval()(ids), exported(input_ids=ids).logits))
+"""
+
+
+def completes_and_exports(project: Path, checkpoint: Path, folder: Path) -> None:
+    """generate.py on ``checkpoint``: the smoke model continues the 16-word cycle it was
+    trained on, the Hugging Face folder it writes gives the checkpoint's own logits, and
+    a second export to the same folder is refused, the folder left as it was."""
+    generate = [sys.executable, "generate.py", str(checkpoint)]
+    done = subprocess.run(
+        [*generate, "--prompt", "w3 w4 w5", "--max-new-tokens", "4", "--save-pretrained",
+         str(folder)], cwd=project, env={**os.environ, **OFFLINE}, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "w3 w4 w5 w6 w7 w8 w9"
+    (project / "same.py").write_text(SAME_LOGITS)
+    same = subprocess.run([sys.executable, "same.py", str(checkpoint), str(folder)], cwd=project,
+                          env={**os.environ, **OFFLINE}, capture_output=True, text=True)  # fmt: skip
+    assert "SAME True" in same.stdout, same.stdout + same.stderr[-3000:]
+    written = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    again = subprocess.run([*generate, "--save-pretrained", str(folder)], cwd=project,
+                           env={**os.environ, **OFFLINE}, capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 1 and "exists" in again.stderr
+    assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == written
+
+
+@combo_group("ddp-llm")
+def test_a_language_models_checkpoint_completes_a_prompt_and_exports(combo_runs, tmp_path):
+    """From the project's own test run (a DDP checkpoint, last.pt)."""
+    run = combo_runs("ddp-llm")
+    assert run.own_tests.returncode == 0, run.own_tests.stdout[-3000:]
+    [trained] = run.basetemp.glob("run[0-9]*")
+    completes_and_exports(run.project, trained / "checkpoints" / "last.pt", tmp_path / "hf")
+
+
+def test_a_sharded_language_models_checkpoint_completes_a_prompt_and_exports(tmp_path):
+    """From an FSDP run's step folder (every rank wrote its shards)."""
+    project = generate(tmp_path, "--task", "llm", "--strategy", "fsdp")
+    trained = torchrun(project, "--smoke", "--checkpoint-dir", "ck")
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    completes_and_exports(project, project / "ck" / "last", tmp_path / "hf")
+
+
 def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):
     """Gradient averaging and sampler sharding are right: same data, same updates."""
     import torch
