@@ -63,6 +63,7 @@ class Task:
     title: str
     packages: tuple[str, ...]
     lr: float = 1e-3  # the default learning rate of its model (AdamW)
+    batch_size: int = 32  # the default samples per process and micro-batch
     # True: a causal language model (tokens, not samples: packed blocks, tokens/s, MFU,
     # perplexity, no weight decay on embeddings)
     language_model: bool = False
@@ -220,6 +221,7 @@ TASKS: dict[str, Task] = {
             title=N_("causal language modelling (transformers)"),
             packages=("transformers", "datasets"),
             lr=2e-5,  # fine-tuning a pretrained LM; pretraining (--from-scratch) wants more
+            batch_size=8,  # blocks of --seq-len tokens (1024): 8192 tokens per micro-batch
             language_model=True,
             frameworks=("ddp",),
             other_frameworks=_(

@@ -130,3 +130,10 @@ def test_the_llm_task_is_refused_for_the_frameworks_it_is_not_written_for(cpu_ma
         build_spec({"name": "p", "task": "llm", "framework": framework}, cpu_machine)
     message = str(refused.value)
     assert "--framework ddp" in message and "\n" not in message
+
+
+def test_a_language_models_micro_batch_defaults_to_blocks_that_fit(cpu_machine):
+    # 8 blocks of 1024 tokens per process (32 for the other tasks' samples)
+    assert build_spec({"name": "p", "task": "llm"}, cpu_machine).batch_size == 8
+    assert build_spec({"name": "p", "task": "nlp"}, cpu_machine).batch_size == 32
+    assert build_spec({"name": "p", "task": "llm", "batch_size": 2}, cpu_machine).batch_size == 2

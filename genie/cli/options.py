@@ -25,6 +25,7 @@ _DEFAULTS_SHOWN = {
     "scheduler": _("slurm where sbatch is installed, else none"),
     "image": _("ghcr.io/your-org/NAME:latest (build your own)"),
     "lr": _("5e-5 for the nlp task, 2e-5 for llm, else 1e-3"),
+    "batch_size": _("8 for the llm task (blocks of 1024 tokens), else 32"),
 }
 
 

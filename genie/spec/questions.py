@@ -67,6 +67,10 @@ def _default_lr(answers: Answers, machine: Machine) -> float:
     return TASKS[str(answers.get("task") or "custom")].lr
 
 
+def _default_batch_size(answers: Answers, machine: Machine) -> int:
+    return TASKS[str(answers.get("task") or "custom")].batch_size
+
+
 def _const(value: Any) -> Callable[[Answers, Machine], Any]:
     return lambda answers, machine: value
 
@@ -193,7 +197,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "batch_size", int, _("Batch size per process?"),
         _("Global batch = batch size x processes x accumulation steps."),
-        default=_const(32), minimum=1, maximum=1_000_000,
+        default=_default_batch_size, minimum=1, maximum=1_000_000,
     ),
     Field(
         "grad_accum", int, _("Gradient accumulation steps?"),
