@@ -73,6 +73,52 @@ def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_loadable(v
     assert not list(ck.glob("*.tmp"))
 
 
+LIGHTNING_SAVE = """
+import sys, time
+from pathlib import Path
+import torch
+from fsspec.implementations.local import LocalFileOpener
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+path, value, stall = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "stall"
+state = {"state_dict": {"w": torch.full((4,), value)}, "global_step": 1}
+if stall:  # write part of the file, then stop: the test kills us here
+    def partial(self, data):
+        self.f.write(bytes(data)[:64])
+        self.f.flush()
+        print("SAVING", flush=True)
+        time.sleep(120)
+    LocalFileOpener.write = partial
+TorchCheckpointIO().save_checkpoint(state, path)  # what Lightning's Trainer saves through
+print("SAVED", flush=True)
+"""
+
+
+def test_lightning_killed_while_saving_leaves_the_previous_last_ckpt_loadable(tmp_path):
+    """Lightning writes its checkpoints itself (the project resumes from its last.ckpt):
+    the installed Lightning writes a temporary file and moves it into place, so a process
+    killed mid-write leaves the last complete last.ckpt."""
+    import torch
+
+    ck = tmp_path / "last.ckpt"
+
+    def save(value: float, stall: bool) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", LIGHTNING_SAVE, str(ck), str(value), "stall" if stall else "ok"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    assert save(1.0, stall=False).communicate(timeout=120)[0].strip() == "SAVED"
+    before = ck.read_bytes()
+    dying = save(2.0, stall=True)
+    assert dying.stdout is not None and dying.stdout.readline().strip() == "SAVING"
+    dying.send_signal(signal.SIGKILL)
+    dying.wait()
+    assert ck.read_bytes() == before
+    state = torch.load(ck, map_location="cpu", weights_only=True)
+    assert torch.equal(state["state_dict"]["w"], torch.full((4,), 1.0))
+
+
 FITS = """
 import sys
 from pathlib import Path
