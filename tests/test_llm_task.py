@@ -5,6 +5,7 @@ and the frameworks it is written for."""
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_documents_are_packed_into_blocks_with_end_of_text_between_them(llm, tmp
         import argparse, json, pathlib
         import numpy as np
         import data
-        args = argparse.Namespace(smoke=True, smoke_samples=10, seq_len=8,
+        args = argparse.Namespace(smoke=True, smoke_samples=10, seq_len=8, format="text",
                                   checkpoint_dir=pathlib.Path({str(tmp_path)!r}))
         data.prepare(args)
         train, _ = data.build_datasets(args)
@@ -137,3 +138,117 @@ def test_a_language_models_micro_batch_defaults_to_blocks_that_fit(cpu_machine):
     assert build_spec({"name": "p", "task": "llm"}, cpu_machine).batch_size == 8
     assert build_spec({"name": "p", "task": "nlp"}, cpu_machine).batch_size == 32
     assert build_spec({"name": "p", "task": "llm", "batch_size": 2}, cpu_machine).batch_size == 2
+
+
+CHAT_TOKENIZERS = """
+import json
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+import data
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\\n{{ m['content'] }}"
+          "<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\\n"
+          "{% endif %}")
+words = ["<unk>", "<|im_start|>", "<|im_end|>", "user", "assistant", "system", "hi",
+         "there", "how", "are", "you", "fine", "be", "brief"]
+core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+core.pre_tokenizer = pre_tokenizers.Whitespace()
+chatml = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>",
+                                 eos_token="<|im_end|>", chat_template=CHATML)
+chatml.add_tokens(["<|im_start|>"], special_tokens=True)
+smoke = data.smoke_tokenizer()
+def trained(tokenizer, messages):
+    ids, mask = data.encode_chat(messages, tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    return {"tokens": tokens, "trained": [t for t, m in zip(tokens, mask) if m]}
+"""
+
+
+def test_chat_trains_on_the_assistants_turns_only_whatever_the_template(llm):
+    """Two templates: the smoke one (role words) and a ChatML one (special tokens, the
+    end-of-turn token being end-of-text)."""
+    found = run_json(llm, CHAT_TOKENIZERS + textwrap.dedent("""
+    messages = [{"role": "system", "content": "be brief"},
+                {"role": "user", "content": "hi there"},
+                {"role": "assistant", "content": "fine"},
+                {"role": "user", "content": "how are you"},
+                {"role": "assistant", "content": "hi there"}]
+    smoke_messages = [{"role": "user", "content": "w1 w2"},
+                      {"role": "assistant", "content": "w3 w4"},
+                      {"role": "user", "content": "w5"},
+                      {"role": "assistant", "content": "w6 w7 w8"}]
+    print(json.dumps({"chatml": trained(chatml, messages),
+                      "smoke": trained(smoke, smoke_messages)}))
+    """))  # fmt: skip
+    chatml, smoke = found["chatml"], found["smoke"]
+    assert chatml["trained"] == ["fine", "<|im_end|>", "hi", "there", "<|im_end|>"]
+    assert chatml["tokens"][-1] == "<|im_end|>"  # ends with end-of-text: none added
+    assert chatml["tokens"].count("<|im_end|>") == 5
+    assert smoke["trained"] == ["w3", "w4", "END", "w6", "w7", "w8", "END"]
+    assert smoke["tokens"][-1] == "<|endoftext|>"  # added, and not trained on
+
+
+def test_chat_blocks_label_every_prompt_token_ignored(llm, tmp_path):
+    found = run_json(llm, f"""
+        import argparse, json, pathlib
+        import data
+        args = argparse.Namespace(smoke=True, smoke_samples=10, seq_len=8, format="chat",
+                                  checkpoint_dir=pathlib.Path({str(tmp_path)!r}))
+        data.prepare(args)
+        train, _ = data.build_datasets(args)
+        tok = data.smoke_tokenizer()
+        items = [train[i] for i in range(len(train))]
+        pairs = [(tok.convert_ids_to_tokens([t])[0], int(label))
+                 for item in items for t, label in zip(item["input_ids"], item["labels"])]
+        print(json.dumps({{"pairs": pairs, "n": len(items)}}))
+    """)  # fmt: skip
+    pairs = found["pairs"]
+    assert found["n"] > 5
+    trained = [token for token, label in pairs if label != -100]
+    prompt = [token for token, label in pairs if label == -100]
+    assert trained and prompt
+    assert not {"USER", "ASSISTANT", "<|endoftext|>"} & set(trained)
+    assert "END" in trained and "END" in prompt  # the assistant's turns end; so do the user's
+    # the token after ASSISTANT is always trained, the one after USER never
+    after = {(a, pairs[i + 1][1] != -100) for i, (a, _) in enumerate(pairs[:-1])}
+    assert ("ASSISTANT", True) in after and ("ASSISTANT", False) not in after
+    assert ("USER", False) in after and ("USER", True) not in after
+
+
+def test_a_batch_with_no_trained_token_has_loss_zero_not_nan(llm):
+    found = run_json(llm, """
+        import argparse, json, torch
+        import model
+        args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32)
+        lm = model.build_model(args, 18)
+        ids = torch.randint(0, 18, (2, 32))
+        loss = model.training_loss(lm(ids), torch.full_like(ids, model.IGNORE))
+        loss.backward()
+        print(json.dumps({"loss": loss.item(),
+                          "grads": all(p.grad.eq(0).all().item() for p in lm.parameters())}))
+    """)  # fmt: skip
+    assert found == {"loss": 0.0, "grads": True}
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ("data.SMOKE_CHAT_TEMPLATE = None", "has no chat template"),
+        # a template that renders the last turn apart from the others (as some do for
+        # reasoning traces): the assistant's span cannot be found
+        ("data.SMOKE_CHAT_TEMPLATE = '{% for m in messages %}{{ m.content }}"
+         "{% if loop.last %} LAST{% endif %} {% endfor %}'", "renders earlier turns"),
+    ],
+)  # fmt: skip
+def test_chat_data_a_template_cannot_serve_stops_in_one_line(llm, tmp_path, change, said):
+    out = run_in(llm, f"""
+        import argparse, pathlib
+        import data
+        {change}
+        args = argparse.Namespace(smoke=True, smoke_samples=10, seq_len=8, format="chat",
+                                  model_name="x", checkpoint_dir=pathlib.Path({str(tmp_path)!r}))
+        data.prepare(args)
+    """)  # fmt: skip
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    [line] = out.stderr.strip().splitlines()
+    assert said in line and "--format text" in line
+    assert not list(tmp_path.glob("tokens/*"))  # nothing counted as prepared

@@ -59,6 +59,7 @@ def execute(
         kill_tree(proc)
         raise
     reader.join(timeout=KILL_GRACE)
+    _TREES.pop(proc.pid, None)  # ended (kill_tree has popped a killed one)
     return Outcome(proc.returncode, lines, time.perf_counter() - started, timed_out)
 
 
@@ -97,16 +98,8 @@ def _dump_stacks(proc: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGABRT)
     deadline = time.monotonic() + DUMP_GRACE
-    while time.monotonic() < deadline and any(_alive(pid) for pid in ranks):
+    while time.monotonic() < deadline and any(_running(pid) for pid in ranks):
         time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _parents() -> dict[int, list[int]]:
@@ -183,10 +176,10 @@ def _marked(tree: str) -> set[int]:
 def _running(pid: int) -> bool:
     """Whether ``pid`` exists and is not a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return state != "Z"
 
 
 @dataclass
@@ -225,6 +218,7 @@ def execute_all(
         raise
     for r in running:
         r.reader.join(timeout=KILL_GRACE)
+        _TREES.pop(r.proc.pid, None)
     seconds = time.perf_counter() - started
     return [
         JobOutcome(

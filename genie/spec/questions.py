@@ -63,12 +63,9 @@ def _default_precision(answers: Answers, machine: Machine) -> str:
     return "bf16" if answers.get("gpus_per_node") else "fp32"
 
 
-def _default_lr(answers: Answers, machine: Machine) -> float:
-    return TASKS[str(answers.get("task") or "custom")].lr
-
-
-def _default_batch_size(answers: Answers, machine: Machine) -> int:
-    return TASKS[str(answers.get("task") or "custom")].batch_size
+def _task_default(attribute: str) -> Callable[[Answers, Machine], Any]:
+    """A default that depends on the task: the registry's entry for it."""
+    return lambda answers, machine: getattr(TASKS[str(answers.get("task") or "custom")], attribute)
 
 
 def _const(value: Any) -> Callable[[Answers, Machine], Any]:
@@ -197,7 +194,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "batch_size", int, _("Batch size per process?"),
         _("Global batch = batch size x processes x accumulation steps."),
-        default=_default_batch_size, minimum=1, maximum=1_000_000,
+        default=_task_default("batch_size"), minimum=1, maximum=1_000_000,
     ),
     Field(
         "grad_accum", int, _("Gradient accumulation steps?"),
@@ -212,7 +209,7 @@ FIELDS: tuple[Field, ...] = (
         "lr", float, _("Learning rate?"),
         _("AdamW learning rate; the nlp and llm tasks fine-tune a pretrained transformer, "
           "at a smaller one."),
-        default=_default_lr, minimum=1e-12, maximum=10,
+        default=_task_default("lr"), minimum=1e-12, maximum=10,
     ),
     Field(
         "compile", bool, _("Use torch.compile?"),

@@ -196,10 +196,12 @@ def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(tmp_pa
         assert "not on every node: put --checkpoint-dir on a filesystem all nodes share" in out
 
 
-def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(tmp_path):
+@pytest.mark.parametrize("task", ["custom", "llm"])
+def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(tmp_path, task):
     """Every rank reads its own shards of the step folder; the resumed run ends with the
-    weights of the uninterrupted one, bit for bit on CPU."""
-    project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none")
+    weights of the uninterrupted one, bit for bit on CPU (llm: the packed blocks go on
+    at the exact block)."""
+    project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none", "--task", task)
     # a crash right after the first checkpoint is on disk (step 3, mid-epoch), with CRASH
     inject(project, "    if preempted:\n",
            "    if os.environ.get('CRASH'):\n        checkpoint.finish()\n"

@@ -154,7 +154,7 @@ SAME_LOGITS = """
 import argparse, sys, torch
 from transformers import AutoModelForCausalLM
 import generate
-model, tokenizer = generate.load(__import__("pathlib").Path(sys.argv[1]))
+model, tokenizer, _ = generate.load(__import__("pathlib").Path(sys.argv[1]))
 exported = AutoModelForCausalLM.from_pretrained(sys.argv[2]).eval()
 ids = tokenizer("w3 w4 w5 w9 w1", return_tensors="pt").input_ids
 with torch.no_grad():
@@ -201,6 +201,27 @@ def test_a_sharded_language_models_checkpoint_completes_a_prompt_and_exports(tmp
     trained = torchrun(project, "--smoke", "--checkpoint-dir", "ck")
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
     completes_and_exports(project, project / "ck" / "last", tmp_path / "hf")
+
+
+def test_a_chat_model_learns_the_assistants_turns_and_answers_a_user(tmp_path):
+    """--format chat: conversations where the user says words of the cycle and the
+    assistant goes on with the next ones; trained on the assistant's tokens only, the
+    model answers a user's message through the chat template with the next words."""
+    project = generate(tmp_path, "--task", "llm")
+    trained = torchrun(project, "--smoke", "--format", "chat", "--epochs", "6",
+                       "--checkpoint-dir", "ck")  # fmt: skip
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    report = report_of(trained.stdout)
+    assert report["last_loss"] < 0.5 * report["first_loss"]
+    assert report["params_in_sync"] and report["checkpoint_loads"]
+    answer = subprocess.run(
+        [sys.executable, "generate.py", "ck/last.pt", "--prompt", "w3 w4 w5",
+         "--max-new-tokens", "3"], cwd=project, env={**os.environ, **OFFLINE},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    # the answer alone (not the prompt, not the template's role words)
+    assert answer.stdout.strip().splitlines()[-1] == "w6 w7 w8"
 
 
 def test_two_ranks_with_batch_b_equal_one_rank_with_batch_2b(tmp_path):

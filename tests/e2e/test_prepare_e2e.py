@@ -81,3 +81,34 @@ def test_a_preparation_killed_while_tokenizing_resumes_from_its_finished_shards(
     # and the project trains on what was prepared (under torchrun: two ranks)
     trained = run(project, "bash", "launch/single_node.sh", "--smoke")
     assert trained.returncode == 0 and "GENIE_SMOKE" in trained.stdout, trained.stdout[-3000:]
+
+
+def test_an_llm_preparation_killed_mid_shard_keeps_its_finished_shards(tmp_path):
+    """The llm task's packed tokens (chat: with the file of trained tokens): killed while
+    writing its fourth shard, the next start tokenizes only the fourth on, and the
+    result is the uninterrupted preparation's, byte for byte."""
+    project = generate(tmp_path, "--task", "llm", *CPUS)
+    data = project / "data.py"
+    data.write_text(data.read_text().replace("SHARD_ROWS = 100_000", "SHARD_ROWS = 8", 1))
+    insert(data, '        os.replace(writing, folder / f"shard-{index:05d}.{name}")',
+           '        if index == 3 and column == "input_ids" and os.environ.get("DIE"):\n'
+           "            os._exit(9)  # killed with shard 4's tokens half done\n")  # fmt: skip
+    prepare = ("python", "train.py", "--prepare-only", "--smoke", "--format", "chat")
+    killed = run(project, *prepare, env={"DIE": "1"})
+    assert killed.returncode == 9, killed.stdout[-3000:]
+    done = [line.split("tokenized ")[1] for line in killed.stdout.splitlines()
+            if "tokenized shard" in line]  # fmt: skip
+    shards = int(done[0].split("/")[1])
+    assert done == [f"shard {i}/{shards}" for i in (1, 2, 3)] and shards > 4
+    again = run(project, *prepare)
+    assert again.returncode == 0, again.stdout[-3000:]
+    redone = [line.split("tokenized ")[1] for line in again.stdout.splitlines()
+              if "tokenized shard" in line]  # fmt: skip
+    assert redone == [f"shard {i}/{shards}" for i in range(4, shards + 1)]
+    fresh = run(project, *prepare, "--checkpoint-dir", "fresh")
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+    [resumed] = (project / "checkpoints" / "smoke" / "tokens").iterdir()
+    [whole] = (project / "fresh" / "tokens").iterdir()
+    for name in ("tokens.bin", "trained.bin", "meta.json"):
+        assert (resumed / name).read_bytes() == (whole / name).read_bytes(), name
+    assert not list(resumed.glob("shard-*"))
