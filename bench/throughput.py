@@ -1,6 +1,7 @@
 """Training throughput of generated projects vs the same framework used by hand.
 
     python bench/throughput.py [--rounds 12] [--only ddp|lightning|hf]
+    python bench/throughput.py --recording-cost [--rounds 8]
 
 All sides train the same task: 32768 synthetic samples, a 32 -> 256 -> 256 -> 10 MLP, batch
 32 per process, 2 CPU processes with gloo, DataLoader workers off (with 2 ranks on 2 cores,
@@ -40,6 +41,12 @@ HF's own otherwise); the baselines keep their framework's defaults (the minimal 
 writes no checkpoint, Lightning by hand one per epoch, the HF Trainer one per 500 steps).
 Targets: generated ddp >= 0.95x the minimal DDP loop; lightning and hf no slower than
 the same framework by hand.
+
+The ddp job runs as a generated project does: the Flight Recorder on and hang.py's
+heartbeat thread running (both process-wide, so the baseline is recorded too).
+--recording-cost prices that: it runs the ddp job with recording off, on, off, on (one
+process group cannot switch the Flight Recorder), and prints each job's per-step rates and
+the on/off ratios beside each job's A/A resolution.
 """
 
 from __future__ import annotations
@@ -127,10 +134,14 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
     generated = importlib.import_module("train")  # the generated project's train.py
     baseline = importlib.import_module(BASELINE[framework][1])
     if framework == "ddp":
-        device = generated.dist_utils.setup(10)  # the project's own set-up
+        # the project's own set-up, recording for a hang as its main() does
+        recording = os.environ.get("BENCH_RECORDING", "1") == "1"
+        device = generated.dist_utils.setup(10, work / "hang" if recording else None)
 
         def call(argv: list[str]) -> None:
-            generated.train(generated.parse_args(argv), device)
+            args = generated.parse_args(argv)
+            loader, val_loader = generated.build_loaders(args, device)
+            generated.train(generated.build_run(args, device, loader), loader, val_loader)
 
     else:
         dist.init_process_group("gloo")  # Lightning and the Trainer join this one
@@ -184,16 +195,19 @@ def generate(work: Path, framework: str) -> Path:
 
 
 def measure(
-    framework: str, work: Path, rounds: int, projects: Path | None
+    framework: str, work: Path, rounds: int, projects: Path | None, recording: bool = True
 ) -> dict[tuple[str, str], list[float]]:
     """samples/s per process, one figure per round, by (side, "step" or "call")."""
-    project = projects.resolve() / framework if projects else generate(work, framework)
+    project = projects.resolve() / framework if projects else work / framework
+    if not project.exists():
+        generate(work, framework)
     cmd = [
         PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}",
         str(Path(__file__).resolve()), "--worker", framework,
         "--project", str(project), "--work", str(work / "runs"), "--rounds", str(rounds),
     ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True)
+    env = {**ENV, "BENCH_RECORDING": "1" if recording else "0"}
+    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         raise SystemExit(f"the {framework} benchmark job failed ({done.returncode}):\n{tail}")
@@ -237,6 +251,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--only", choices=tuple(BASELINE), help="one framework")
     parser.add_argument(
+        "--recording-cost",
+        action="store_true",
+        help="the ddp job with the Flight Recorder and heartbeats off, on, off, on",
+    )
+    parser.add_argument(
         "--projects",
         type=Path,
         help="use DIR/ddp, DIR/lightning and DIR/hf, generated beforehand with "
@@ -257,6 +276,12 @@ def main() -> None:
         flush=True,
     )
     mid = statistics.median
+    if options.recording_cost:
+        try:
+            recording_cost(work, options.rounds, options.projects)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         for framework, (name, _) in BASELINE.items():
             if options.only and framework != options.only:
@@ -291,6 +316,29 @@ def main() -> None:
                 print(f"  {label} {figures}   {note}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def recording_cost(work: Path, rounds: int, projects: Path | None) -> None:
+    """The ddp job off, on, off, on: per-step rates, and on/off ratios by job pair."""
+    jobs = []
+    for recording in (False, True, False, True):
+        rates = measure("ddp", work, rounds, projects, recording)
+        mid = statistics.median
+        same, base = mid(rates["same", "step"]), mid(rates["baseline", "step"])
+        aa = summary(rates["again", "step"], rates["same", "step"])
+        jobs.append((same, base))
+        print(
+            f"recording {'on ' if recording else 'off'}: generated {same:.0f}, minimal DDP "
+            f"loop {base:.0f} per step; A/A {aa[0]:.2f} [{aa[1]:.2f}-{aa[2]:.2f}]",
+            flush=True,
+        )
+    for pair in (0, 2):
+        (same_off, base_off), (same_on, base_on) = jobs[pair], jobs[pair + 1]
+        print(
+            f"jobs {pair + 1}-{pair + 2}, on/off: generated {same_on / same_off:.3f}, "
+            f"minimal DDP loop {base_on / base_off:.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

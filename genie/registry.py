@@ -99,6 +99,10 @@ MODULES: dict[str, Module] = {
             purpose=N_("process group, timeout, seeding, decisions all ranks share"),
         ),
         Module(
+            name="hang.py",
+            purpose=N_("what a hung run leaves for genie explain --hang: collectives, stacks"),
+        ),
+        Module(
             name="checkpoint.py",
             purpose=N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
         ),
@@ -139,7 +143,14 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_title=N_("PyTorch FullyShardedDataParallel (FSDP)"),
             wrapper="DDP",
             packages=(),
-            modules=("fsdp.py", "export.py", "dist_utils.py", *_LOOP_MODULES, "generate.py"),
+            modules=(
+                "fsdp.py",
+                "export.py",
+                "dist_utils.py",
+                "hang.py",
+                *_LOOP_MODULES,
+                "generate.py",
+            ),
             hsdp=True,
         ),
         Framework(
@@ -152,6 +163,7 @@ FRAMEWORKS: dict[str, Framework] = {
             modules=(
                 "config.py",
                 "dist_utils.py",
+                "hang.py",
                 "optim.py",
                 "evaluation.py",
                 "tracking.py",
@@ -171,7 +183,7 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_title=N_("the Hugging Face Trainer (FSDP)"),
             wrapper="Trainer",
             packages=("transformers", "accelerate"),
-            modules=("config.py", "dist_utils.py", "evaluation.py", "smoke_check.py"),
+            modules=("config.py", "dist_utils.py", "hang.py", "evaluation.py", "smoke_check.py"),
             last_checkpoint="checkpoints/checkpoint-N/",
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),

@@ -18,8 +18,26 @@ from genie.i18n import _
         "bad input."
     )
 )
-@click.argument("log", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-def explain(log: Path) -> None:
+@click.argument(
+    "log", required=False, type=click.Path(path_type=Path, dir_okay=False, allow_dash=True)
+)
+@click.option(
+    "--hang",
+    "hang",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help=_(
+        "Read a hung run instead: its --log-dir/hang folder (again for each node's): which "
+        "collective which rank never entered or called differently, and where it was."
+    ),
+)
+def explain(log: Path | None, hang: tuple[Path, ...]) -> None:
     from genie.smoke import command
 
-    command.explain(log)
+    if hang:
+        command.explain_hang(list(hang))
+    elif log is None:
+        raise click.UsageError(_("pass a LOG, or --hang DIR"))
+    else:
+        command.explain(log)

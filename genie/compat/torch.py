@@ -99,6 +99,11 @@ FEATURES: dict[str, Version] = {
     # torchrun --signals_to_handle: torchrun can leave Ctrl-C (SIGINT) to the launch script
     # (2.9.1 has no such flag; measured in the wheels)
     "torchrun_signals_to_handle": (2, 10),
+    # The Flight Recorder's settings under their backend-neutral names, TORCH_FR_BUFFER_SIZE
+    # and TORCH_FR_DUMP_TEMP_FILE (the TORCH_NCCL_ names before; 2.14 still reads those,
+    # with a deprecation warning on every rank: measured). Renamed in 2.9 (not measured
+    # here: from a public project that sets both for that reason).
+    "fr_names": (2, 9),
 }
 
 

@@ -72,6 +72,7 @@ class Context(Words):
     on_gpus: bool  # planned for GPUs (NCCL); False: CPU processes (gloo)
     faulty_rank: int  # the rank the README's GENIE_FAULT examples fail (0 without torchrun)
     has_optim_module: bool  # optim.py builds the optimizer (not the Trainer)
+    records_hangs: bool  # hang.py: Flight Recorder, stacks and heartbeats per rank
     # every rank writes its shards into a folder per step (checkpoint.py, FSDP)
     sharded_checkpoints: bool
     sharded: bool  # the model is sharded: --strategy fsdp or hsdp (fsdp.py)
@@ -122,6 +123,7 @@ def build(spec: Spec) -> Context:
         on_gpus=spec.gpus_per_node > 0,
         faulty_rank=1 if fw.torchrun else 0,
         has_optim_module="optim.py" in fw.modules,
+        records_hangs="hang.py" in fw.modules,
         sharded_checkpoints=sharded,
         sharded=spec.sharded,
         last_checkpoint="checkpoints/step-N/" if sharded else fw.last_checkpoint,

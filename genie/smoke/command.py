@@ -116,6 +116,19 @@ def explain(log: Path) -> None:
         raise NothingMatched("")
 
 
+def explain_hang(folders: list[Path]) -> None:
+    """``genie explain --hang DIR...``: the verdict first, then its evidence and fix;
+    NothingMatched when the records show no cause."""
+    from genie import ui
+    from genie.smoke import autopsy
+
+    verdict, lines = autopsy.report(autopsy.load(folders))
+    for line in lines:
+        ui.console().print(line, markup=False, highlight=False, soft_wrap=True)
+    if verdict.kind == "unknown":
+        raise NothingMatched("")
+
+
 def _read(log: Path) -> str:
     if str(log) == "-":
         return sys.stdin.read()

@@ -1,0 +1,88 @@
+"""Issue 47: a run where one rank stops coming to the collectives. Every rank of a generated
+project leaves its record in --log-dir/hang (hang.py), and ``genie explain --hang`` names
+the collective, the rank that never entered it and the line where that rank was; a rank
+that was killed is named as ended."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from ..conftest import run_genie
+from .conftest import OFFLINE, generate, inject, torchrun
+
+STEP = "        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}\n"
+# 6 s for a collective: rank 0 waits that long for rank 1 at step 5's all-reduce
+FAST_TIMEOUT = ("--smoke", "--dist-timeout", "0.1", "--tracker", "none")
+
+
+def line_of(project: Path, marker: str, name: str = "train.py") -> int:
+    lines = (project / name).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if marker in line)
+
+
+def test_a_rank_stuck_before_a_collective_is_named_with_its_line(tmp_path):
+    project = generate(tmp_path, "--tracker", "none")
+    inject(project, STEP, "        if dist.get_rank() == 1 and run.position.step == 5:\n"
+                          "            while True:  # GENIE_TEST stuck\n"
+                          "                sum(range(1000))\n")  # fmt: skip
+    run = torchrun(project, *FAST_TIMEOUT)
+    assert run.returncode != 0
+    hang = project / "runs" / "smoke" / "hang"
+    names = sorted(p.name for p in hang.iterdir())
+    host = names[0].split("-")[1]
+    assert names == sorted(f"{kind}-{host}-rank{r}{ext}" for r in (0, 1)
+                           for kind, ext in (("fr", ""), ("stacks", ".json"),
+                                             ("heartbeat", ".json")))  # fmt: skip
+    # torch's own record: rank 0 is one collective ahead of rank 1
+    traces = [pickle.loads((hang / f"fr-{host}-rank{r}").read_bytes()) for r in (0, 1)]
+    last = [max(e["collective_seq_id"] for e in t["entries"]) for t in traces]
+    assert last[0] == last[1] + 1
+    stuck = json.loads((hang / f"stacks-{host}-rank1.json").read_text())
+    assert stuck["phase"] == "forward" and stuck["step"] == 5
+    said = run_genie("explain", "--hang", str(hang))
+    assert said.returncode == 0, said.stdout + said.stderr
+    first = said.stdout.splitlines()[0]
+    backward = line_of(project, ".backward()")
+    assert first == (
+        f"collective #{last[0]} (all_reduce of " + first.split("all_reduce of ")[1].split(",")[0]
+        + f", train.py:{backward}): rank 0 entered it, rank 1 never did; rank 1 was in "
+        f"train.py:{line_of(project, 'GENIE_TEST stuck') + 1} _micro_steps()"
+    )  # fmt: skip
+    assert "float32[" in first  # DDP's gradient bucket
+
+
+def test_a_killed_rank_is_named_as_ended_and_recording_can_be_turned_off(tmp_path):
+    project = generate(tmp_path, "--tracker", "none")
+    inject(project, STEP, "        if dist.get_rank() == 1 and run.position.step == 5:\n"
+                          "            os.kill(os.getpid(), 9)\n")  # fmt: skip
+    run = torchrun(project, *FAST_TIMEOUT)
+    assert run.returncode != 0
+    hang = project / "runs" / "smoke" / "hang"
+    said = run_genie("explain", "--hang", str(hang))
+    assert said.returncode == 0, said.stdout + said.stderr
+    assert said.stdout.startswith("rank 1 had ended: its last heartbeat was at step ")
+    assert not list(hang.glob("stacks-*-rank1.json"))  # it could not answer
+    off = torchrun(project, *FAST_TIMEOUT, "--no-flight-recorder", "--log-dir", "off")
+    assert off.returncode != 0 and not (project / "off").exists()
+
+
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_every_framework_records_a_hang_and_explain_names_where_the_rank_was(tmp_path, framework):
+    """GENIE_FAULT=hang:1:3: rank 1 sleeps in smoke_check's fault() at its third step."""
+    project = generate(tmp_path, "--framework", framework, "--tracker", "none")
+    env = {**OFFLINE, "GENIE_FAULT": "hang:1:3"}
+    run = torchrun(project, *FAST_TIMEOUT, env=env)
+    assert run.returncode != 0
+    hang = project / "runs" / "smoke" / "hang"
+    said = run_genie("explain", "--hang", str(hang))
+    assert said.returncode == 0, said.stdout + said.stderr + run.stdout[-3000:]
+    first = said.stdout.splitlines()[0]
+    line = line_of(project, "time.sleep(1)", "smoke_check.py")
+    assert first.startswith("collective #"), first
+    assert first.endswith(
+        f"rank 0 entered it, rank 1 never did; rank 1 was in smoke_check.py:{line} fault()"
+    ), first
