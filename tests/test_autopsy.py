@@ -101,7 +101,8 @@ def test_a_rank_whose_process_ended_is_named_dead_from_its_heartbeat(tmp_path):
     first = out.stdout.splitlines()[0]
     assert first == (
         "rank 1 had ended: its last heartbeat was at step 9 (forward), 20 s before the "
-        "others' last, and it wrote no stacks when asked"
+        "others' last, and it wrote no stacks when asked (or it is stuck in native code "
+        "that holds Python's lock)"
     )
 
 
@@ -159,3 +160,16 @@ def test_a_heartbeat_that_stopped_long_before_the_others_is_an_ended_rank(tmp_pa
     assert out.stdout.startswith("rank 1 had ended: its last heartbeat was at step 12 (backward)")
     write(tmp_path, 1, [entry(1)], beat=(12, "backward", 1100.0 - autopsy.LATE + 1))
     assert explain(tmp_path).returncode == 1  # a heartbeat within 3 beats: alive
+
+
+def test_without_stacks_a_rank_with_no_record_is_behind_not_ended(tmp_path):
+    # NCCL: the watchdog dumped ranks 0-1 and ended them; rank 2 wrote no collectives
+    for rank in (0, 1):
+        write(tmp_path, rank, [entry(1), entry(2)], beat=(7, "backward", 1000.0))
+    write(tmp_path, 2, None, beat=(7, "data", 1000.0))
+    out = explain(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == (
+        "collective #2 (all_reduce of float32[4096], train.py:142): ranks 0-1 entered it, "
+        "rank 2 never did"
+    )

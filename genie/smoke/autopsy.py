@@ -52,14 +52,15 @@ class _PlainValues(pickle.Unpickler):
 
 
 def load(folders: list[Path]) -> dict[int, Rank]:
-    """Every rank's files in ``folders`` (each a hang/ folder or a folder above one)."""
+    """Every rank's files in ``folders`` (a run's hang/ folder, each node's where they
+    do not share one; its previous/ holds the attempt before)."""
     ranks: dict[int, Rank] = {}
     for folder in folders:
         if not folder.is_dir():
             raise GenieError(
                 _("{d} is not a folder: pass the run's --log-dir/hang").format(d=folder)
             )
-        for path in sorted(folder.rglob("*")):
+        for path in sorted(folder.iterdir()):
             match = NAME.match(path.name)
             if not match or not path.is_file():
                 continue
@@ -190,8 +191,14 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | 
     last = {n: max(ranks[n].calls.get(group, {0: None})) for n in world}
     top = max(last.values())
     entered = [n for n in world if last[n] == top]
-    # a rank that wrote neither collectives nor stacks had ended: _dead says so
-    behind = [n for n in world if last[n] < top and (ranks[n].calls or ranks[n].stacks)]
+    # Where ranks were asked for their stacks (gloo: the failing rank asks), one that
+    # wrote nothing had ended: _dead says so. Unasked (NCCL's watchdog ends the ranks
+    # before they can ask), a rank without records is simply behind.
+    asked = any(r.stacks for r in ranks.values())
+    behind = [
+        n for n in world
+        if last[n] < top and (ranks[n].calls or ranks[n].stacks or not asked)
+    ]  # fmt: skip
     if not behind or top == 0:
         return None
     call = ranks[entered[0]].calls[group][top]
@@ -228,7 +235,8 @@ def _dead(ranks: dict[int, Rank]) -> Verdict | None:
     b = beats[gone[0]]
     line = _(
         "{ranks} had ended: its last heartbeat was at step {step} ({phase}), {s:.0f} s "
-        "before the others' last, and it wrote no stacks when asked"
+        "before the others' last, and it wrote no stacks when asked (or it is stuck in "
+        "native code that holds Python's lock)"
     ).format(ranks=ranks_text(gone), s=newest - b["time"], step=b["step"], phase=b["phase"])
     fix = _(
         "read that rank's exit in the torchrun log (genie explain LOG): a signal 9 is most "

@@ -1,7 +1,7 @@
 """Issue 47: a run where one rank stops coming to the collectives. Every rank of a generated
 project leaves its record in --log-dir/hang (hang.py), and ``genie explain --hang`` names
 the collective, the rank that never entered it and the line where that rank was; a rank
-that was killed is named as ended."""
+that was killed is named as ended; a new attempt sets the last one's records aside."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_rank_stuck_before_a_collective_is_named_with_its_line(tmp_path):
     run = torchrun(project, *FAST_TIMEOUT)
     assert run.returncode != 0
     hang = project / "runs" / "smoke" / "hang"
-    names = sorted(p.name for p in hang.iterdir())
+    names = sorted(p.name for p in hang.iterdir() if p.is_file())
     host = names[0].split("-")[1]
     assert names == sorted(f"{kind}-{host}-rank{r}{ext}" for r in (0, 1)
                            for kind, ext in (("fr", ""), ("stacks", ".json"),
@@ -66,6 +66,13 @@ def test_a_killed_rank_is_named_as_ended_and_recording_can_be_turned_off(tmp_pat
     assert said.returncode == 0, said.stdout + said.stderr
     assert said.stdout.startswith("rank 1 had ended: its last heartbeat was at step ")
     assert not list(hang.glob("stacks-*-rank1.json"))  # it could not answer
+    # the next attempt sets these records aside before it writes its own
+    [first] = hang.glob("stacks-*-rank0.json")
+    first_pid = json.loads(first.read_text())["pid"]
+    assert torchrun(project, *FAST_TIMEOUT).returncode != 0
+    [again] = hang.glob("stacks-*-rank0.json")
+    [kept] = (hang / "previous").glob("stacks-*-rank0.json")
+    assert json.loads(kept.read_text())["pid"] == first_pid != json.loads(again.read_text())["pid"]
     off = torchrun(project, *FAST_TIMEOUT, "--no-flight-recorder", "--log-dir", "off")
     assert off.returncode != 0 and not (project / "off").exists()
 
