@@ -49,7 +49,7 @@ def summary(spec: Spec, machine: Machine | None = None) -> None:
 
     table = Table(title=_("Project {n}").format(n=spec.name), show_header=False, box=None)
     for key, value in spec.answers().items():
-        table.add_row(FIELD_BY_NAME[key].question.rstrip("?？"), str(value))
+        table.add_row(FIELD_BY_NAME[key].question.rstrip("?？"), escape(str(value)))
     table.add_row(
         _("Global batch"),
         f"{spec.global_batch} = {spec.batch_size} x {spec.world_size} x {spec.grad_accum}",
@@ -146,10 +146,10 @@ def verdict(result: SmokeResult, title: str | None = None) -> None:
             )
         table.add_row(_("weights"), weights)
     table.add_row(_("seconds"), f"{result.seconds:.1f}")
-    for note in p.notes:
-        table.add_row(_("note"), note)
+    for note in p.notes:  # escaped: notes and problems quote paths and the run's output
+        table.add_row(_("note"), escape(note))
     for problem in result.problems:
-        table.add_row("[red]" + _("problem") + "[/]", problem)
+        table.add_row("[red]" + _("problem") + "[/]", escape(problem))
     passed = "[bold green]" + _("PASS") + "[/]"
     table.add_row(_("verdict"), passed if result.passed else "[bold red]" + _("FAIL") + "[/]")
     console().print(table)

@@ -356,3 +356,19 @@ def test_completion_of_subcommands_flags_and_choices(tmp_path):
     assert "--gpus-per-node" in _complete("bash", "genie new x --gpus", tmp_path).split()
     assert _complete("bash", "genie new x --framework l", tmp_path).split() == ["lightning"]
     assert _complete("bash", "genie new x --torch 2.1", tmp_path).split()[:2] == ["2.15", "2.14"]
+
+
+def test_the_verdict_prints_brackets_from_the_run_as_they_are(cpu_machine, capsys):
+    """A gloo error names its source as [/path/pair.cc:561]: rich must not read it as markup."""
+    from pathlib import Path
+
+    from genie import ui
+    from genie.smoke import local
+    from genie.smoke.plan import SmokeResult
+    from genie.spec import build_spec
+
+    plan = local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, Path("/tmp/x"))
+    problem = "rank 3 failed: [/gloo/transport/tcp/pair.cc:561] Connection closed by peer"
+    ui.verdict(SmokeResult(plan, 1, 1.0, problems=[problem]))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[/gloo/transport/tcp/pair.cc:561] Connection closed" in out.replace("│ ", "")
