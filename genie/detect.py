@@ -57,6 +57,21 @@ def gpu_count() -> int:
     return count
 
 
+def gpu_memory() -> int | None:
+    """The smallest total memory of this machine's GPUs, bytes, from nvidia-smi; None when
+    there are none."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None or gpu_count() == 0:
+        return None
+    query = [exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=10, check=True)
+        sizes = [int(line) for line in out.stdout.split() if line.isdigit()]
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return min(sizes) * 1024**2 if sizes else None
+
+
 def installed_torch() -> str | None:
     try:
         return metadata.version("torch")

@@ -67,6 +67,12 @@ class NothingMatched(GenieError):
     exit_code = FAILED
 
 
+class DoesNotFit(GenieError):
+    """``genie plan`` predicts that the project does not fit its GPUs (it has said so)."""
+
+    exit_code = FAILED
+
+
 class Conflicts(GenieError):
     """``genie upgrade`` left conflicts in the project for the user to resolve."""
 

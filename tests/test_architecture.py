@@ -102,6 +102,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("genie.spec",),
     ("genie.prompts",),
     ("genie.ui", "genie.wizard"),
+    ("genie.plan",),
     ("genie.generate",),
     ("genie.upgrade",),
     ("genie.smoke",),

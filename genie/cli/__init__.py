@@ -11,7 +11,7 @@ import sys
 import click
 
 # Each command module registers its command on the group as it is imported.
-from genie.cli import convert, doctor, explain, new, smoke, upgrade  # noqa: F401
+from genie.cli import convert, doctor, explain, new, plan, smoke, upgrade  # noqa: F401
 from genie.cli.group import cli
 from genie.errors import BAD_INPUT, INTERRUPTED, GenieError
 from genie.i18n import _

@@ -104,6 +104,9 @@ FEATURES: dict[str, Version] = {
     # with a deprecation warning on every rank: measured). Renamed in 2.9 (not measured
     # here: from a public project that sets both for that reason).
     "fr_names": (2, 9),
+    # torch.distributed._tools' mem_tracker and fsdp2_mem_tracker, which genie plan traces a
+    # step with (2.4.1's wheel has neither, 2.5.1's both: measured in the wheels)
+    "memory_trackers": (2, 5),
 }
 
 

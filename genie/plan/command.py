@@ -1,0 +1,182 @@
+"""``genie plan DIR``: each rank's predicted peak memory for the project as genie made it,
+against its GPUs' memory; when it does not fit, what to change."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from genie import ui
+from genie.compat.torch import FEATURES, format_minor
+from genie.errors import DoesNotFit, GenieError
+from genie.i18n import N_, _
+from genie.plan import estimate
+from genie.plan.estimate import GIB, Figures, Setup
+from genie.spec.build import Spec
+
+LABELS = {"parameters": N_("parameters"), "gradients": N_("gradients"),
+          "optimizer": N_("optimizer state"), "activations": N_("activations"),
+          "temporaries": N_("temporaries")}  # fmt: skip
+Tracer = Callable[[list[Setup]], tuple[list[Figures], str]]
+
+
+@dataclass
+class Plan:
+    figures: Figures
+    memory: int | None  # bytes per GPU; None: not known, no verdict
+    torch: str
+    # (what changes, its figures), in the order they are offered
+    suggestions: list[tuple[str, Figures]] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.memory is None else self.figures.total <= self.memory
+
+    def as_json(self) -> dict:
+        spare = None if self.memory is None else self.memory - self.figures.total
+        offered = [{"change": what, "flags": f.setup.flags(), **f.as_json(),
+                    "fits": self.memory is not None and f.total <= self.memory}
+                   for what, f in self.suggestions]  # fmt: skip
+        return {"torch": self.torch, "method": "traced" if self.figures.traced else "counted",
+                "setup": self.figures.setup.request(), "gpu_memory": self.memory,
+                "model_parameters": self.figures.model_parameters,
+                "ranks": [self.figures.as_json()], "verdict": {"fits": self.fits, "spare": spare},
+                "suggestions": offered}  # fmt: skip
+
+
+def base_setup(spec: Spec) -> Setup:
+    if spec.strategy is None:  # DataParallel: one process, no torchrun
+        raise GenieError(_("genie plan covers projects launched by torchrun, not DataParallel"))
+    shard = {"ddp": 1, "fsdp": spec.world_size, "hsdp": spec.nproc_per_node or 1}
+    return Setup(spec.strategy, spec.world_size, shard[spec.strategy], spec.precision,
+                 bool(spec.activation_checkpointing), spec.batch_size, spec.grad_accum)  # fmt: skip
+
+
+def make_plan(spec: Spec, directory: Path, memory: int | None, python: str,
+              argv: list[str]) -> Plan:  # fmt: skip
+    base = base_setup(spec)
+    on_gpu = spec.gpus_per_node > 0
+
+    def trace(setups: list[Setup]) -> tuple[list[Figures], str]:
+        return estimate.trace(directory, python, argv, setups, on_gpu=on_gpu)
+
+    (figures,), torch = trace([base])
+    plan = Plan(figures, memory, torch)
+    if memory is None or plan.fits or not figures.traced:
+        return plan
+    options = estimate.changes(base, spec.nodes, spec.gpus_per_node, lambda s: allowed(spec, s))
+    singles = [setup for _what, setup in options]
+    combined = estimate.combine(base, singles)
+    extra = [combined] if combined not in singles + [base] else []
+    traced, _torch = trace(singles + extra)
+    plan.suggestions = [(what, f) for (what, _s), f in zip(options, traced, strict=False)]
+    if extra:
+        plan.suggestions.append((_("all of the above"), traced[-1]))
+    best = [figures] + ([traced[-1]] if extra else [])  # micro-batches: as is, and with all
+    labels = [_("micro-batch {m}, accumulating {a}"),
+              _("all of the above, micro-batch {m}, accumulating {a}")]  # fmt: skip
+    for label, full in zip(labels, best, strict=False):
+        smaller = smaller_batch(full, memory, trace) if full.total > memory else None
+        if smaller is not None:
+            what = label.format(m=smaller.setup.batch, a=smaller.setup.accumulation)
+            plan.suggestions.append((what, smaller))
+    return plan
+
+
+def smaller_batch(full: Figures, memory: int, trace: Tracer) -> Figures | None:
+    """The largest smaller micro-batch that keeps the global batch and fits, traced; None
+    when none does. Candidates come from activations and temporaries shrinking with the
+    micro-batch (the rest does not); a traced candidate that still does not fit gives way
+    to the next smaller one."""
+    fixed = sum(full.sizes[c] or 0 for c in ("parameters", "gradients", "optimizer"))
+    scaled = (full.sizes["activations"] or 0) + (full.sizes["temporaries"] or 0)
+    tries = 3
+    for m in estimate.micro_batches(full.setup):
+        guess = fixed + scaled * m / full.setup.batch
+        if guess + estimate.overhead(int(guess), full.overhead > 0) > memory:
+            continue
+        (traced,), _torch = trace([estimate.with_batch(full.setup, m)])
+        tries -= 1
+        if traced.total <= memory or tries == 0:
+            return traced if traced.total <= memory else None
+    return None
+
+
+def allowed(spec: Spec, setup: Setup) -> bool:
+    """Whether genie would make this project with ``setup``: the one validation."""
+    from genie import detect
+    from genie.spec import build_spec
+
+    answers = {**spec.answers(), "strategy": setup.strategy, "precision": setup.precision,
+               "activation_checkpointing": setup.checkpointing, "batch_size": setup.batch,
+               "grad_accum": setup.accumulation}  # fmt: skip
+    try:
+        build_spec(answers, detect.machine())
+    except GenieError:
+        return False
+    return True
+
+
+def gib(size: int | None) -> str:
+    if size is None:
+        return _("not counted")
+    for unit, name in ((GIB, "GiB"), (1024**2, "MiB")):
+        if size >= unit:
+            return f"{size / unit:.2f} {name}"
+    return f"{size / 1024:.1f} KiB"
+
+
+def show(plan: Plan, spec: Spec) -> None:
+    from rich.table import Table
+
+    s = plan.figures.setup
+    title = _("Peak memory per rank: {w} ranks, {st}, {p}, micro-batch {b}{ac}").format(
+        w=s.world, st=s.strategy, p=s.precision, b=s.batch,
+        ac=_(", activation checkpointing") if s.checkpointing else "")  # fmt: skip
+    ui.console().print(title, markup=False, style="bold", soft_wrap=True)
+    table = Table(show_header=False, box=None)
+    for name in estimate.CATEGORIES:
+        table.add_row(_(LABELS[name]), gib(plan.figures.sizes[name]))
+    if spec.gpus_per_node:
+        table.add_row(_("overhead"), gib(plan.figures.overhead) + " " + _("(CUDA, NCCL, "
+                      "allocator: estimated)"))  # fmt: skip
+    table.add_row(_("total"), gib(plan.figures.total))
+    ui.console().print(table)
+    how = _("traced on fake tensors, torch {t}") if plan.figures.traced else _(
+        "counted from the parameters, activations left out: torch {t} has no memory tracker "
+        "(torch {first} and later have)")  # fmt: skip
+    first = format_minor(FEATURES["memory_trackers"])
+    ui.console().print(how.format(t=plan.torch, first=first), markup=False, style="dim")
+    if plan.memory is None:
+        ui.warn(_("no GPU found here: pass --gpu-memory (80GiB, or a GPU such as H100) for a "
+                  "verdict"))  # fmt: skip
+        return
+    left = plan.memory - plan.figures.total
+    verdict = (_("fits in {m}: {s} to spare") if left >= 0 else _("does not fit in {m}: {s} "
+               "over")).format(m=gib(plan.memory), s=gib(abs(left)))  # fmt: skip
+    ui.console().print(verdict, markup=False, style="bold green" if left >= 0 else "bold red")
+    for what, f in plan.suggestions:
+        mark = "✓" if f.total <= plan.memory else "✗"
+        ui.console().print(f"  {mark} {what}: {gib(f.total)}    {f.setup.flags()}",
+                           markup=False, soft_wrap=True)  # fmt: skip
+
+
+def plan(directory: Path, *, gpu_memory: str | None, python: str | None, as_json: bool,
+         argv: list[str]) -> None:  # fmt: skip
+    from genie import detect
+    from genie.spec.project import load_project
+
+    spec = load_project(directory)
+    if gpu_memory is not None:
+        memory: int | None = estimate.parse_memory(gpu_memory)
+    else:
+        memory = detect.gpu_memory()
+    made = make_plan(spec, directory.absolute(), memory, estimate.python_of(python), argv)
+    if as_json:
+        print(json.dumps(made.as_json(), indent=2))
+    else:
+        show(made, spec)
+    if made.fits is False:
+        raise DoesNotFit("")

@@ -1,0 +1,96 @@
+"""genie plan for real: a 7B Llama-shaped model (its config only) traced on fake tensors at
+16 ranks, and two rows of bench/plan_accuracy.py's table (traced beside real tensors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.plan_accuracy import LLAMA_7B, ROWS, table
+
+from ..conftest import run_genie
+from .conftest import CPU_ENV, generate
+
+pytestmark = pytest.mark.e2e
+TOPOLOGY = ("--nodes", "2", "--gpus-per-node", "8", "--master-addr", "10.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def seven_b(tmp_path_factory) -> tuple[dict, Path]:
+    """One plan of the 7B model under ddp on 2 x 8 GPUs of 80 GiB, with its suggestions."""
+    where = tmp_path_factory.mktemp("plan")
+    (where / "llama-7b").mkdir()
+    (where / "llama-7b" / "config.json").write_text(json.dumps(LLAMA_7B))
+    project = generate(where, "--task", "llm", *TOPOLOGY, "--batch-size", "2",
+                       "--scheduler", "none")  # fmt: skip
+    result = run_genie("plan", str(project), "--json", "--gpu-memory", "80GiB", "--",
+                       "--model-name", str(where / "llama-7b"), "--seq-len", "4096",
+                       **CPU_ENV)  # fmt: skip
+    assert result.returncode == 1, result.stderr  # 1: it does not fit
+    return json.loads(result.stdout), project
+
+
+def hand_count(report: dict, ranks: int) -> dict[str, int]:
+    """fp32 parameters and two fp32 AdamW moments split over ``ranks``; plus the rotary
+    embedding's inverse frequencies (a buffer every rank holds: head size / 2 floats) and
+    AdamW's step count (a float per parameter tensor)."""
+    count = report["model_parameters"]
+    head = LLAMA_7B["hidden_size"] // LLAMA_7B["num_attention_heads"]
+    tensors = 9 * LLAMA_7B["num_hidden_layers"] + 3  # 7 matrices + 2 norms a layer; 3 more
+    return {"parameters": count * 4 // ranks + head // 2 * 4,
+            "optimizer": 2 * count * 4 // ranks + 4 * tensors}  # fmt: skip
+
+
+def test_a_7b_model_does_not_fit_16_gpus_with_ddp(seven_b):
+    report, _project = seven_b
+    # 6,738,415,616 parameters: 32 layers of 4H^2 + 3HI + 2H, two V x H tables, a norm
+    assert report["model_parameters"] == 6_738_415_616
+    rank = report["ranks"][0]
+    assert {k: rank[k] for k in ("parameters", "optimizer")} == hand_count(report, 1)
+    assert rank["gradients"] == report["model_parameters"] * 4  # DDP's buckets
+    assert report["verdict"]["fits"] is False and rank["total"] > 80 * 2**30
+    assert report["method"] == "traced" and report["gpu_memory"] == 80 * 2**30
+
+
+def test_it_fits_with_fsdp_and_activation_checkpointing(seven_b):
+    report, _project = seven_b
+    offered = {s["change"]: s for s in report["suggestions"]}
+    assert not offered["activation checkpointing"]["fits"]  # ddp's states alone: 100 GiB
+    assert not offered["fsdp"]["fits"]  # sharded states, whole activations
+    both = offered["all of the above"]
+    assert both["fits"] and "--strategy fsdp" in both["flags"]
+    assert "--activation-checkpointing" in both["flags"]
+    assert {k: both[k] for k in ("parameters", "optimizer")} == hand_count(report, 16)
+    assert both["activations"] < offered["fsdp"]["activations"] / 4
+
+
+def test_the_text_report_says_the_same(seven_b, tmp_path):
+    """The same plan printed for people, for a project made with the flags that fit."""
+    report, project = seven_b
+    both = {s["change"]: s for s in report["suggestions"]}["all of the above"]
+    fitting = generate(tmp_path, "--task", "llm", *TOPOLOGY, "--scheduler", "none",
+                       *both["flags"].split())  # fmt: skip
+    result = run_genie("plan", str(fitting), "--gpu-memory", "H100", "--", "--model-name",
+                       str(project.parent / "llama-7b"), "--seq-len", "4096", **CPU_ENV)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "16 ranks, fsdp, bf16, micro-batch 2, activation checkpointing" in result.stdout
+    assert "fits in 79.65 GiB" in result.stdout and "traced on fake tensors" in result.stdout
+
+
+def test_traced_peaks_are_within_10_percent_of_real_ones(tmp_path):
+    rows = table(tmp_path, [ROWS[2], ROWS[5]])  # custom fsdp fp32 x 2, llm ddp bf16 x 2
+    assert all(abs(r["error"]) <= 0.10 for r in rows), rows
+
+
+def test_a_python_without_the_projects_requirements_is_one_line(tmp_path):
+    project = generate(tmp_path, "--task", "custom")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp_path / "bare"], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")  # no torch
+    result = run_genie("plan", str(project), "--python", bare, **CPU_ENV)
+    assert result.returncode == 2
+    assert "the project's modules do not load with" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,116 @@
+"""genie plan's arithmetic and choices, with the traced step replaced by a formula (the real
+traces: tests/e2e/test_plan_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from genie.errors import GenieError
+from genie.plan import command, estimate
+from genie.plan.estimate import GIB, Figures, Setup
+
+from .conftest import spec_of
+
+BASE = Setup("ddp", 16, 1, "bf16", False, 8, 1)
+
+
+def test_memory_sizes_and_gpu_names():
+    assert estimate.parse_memory("80GiB") == 80 * GIB
+    assert estimate.parse_memory("40GB") == 40 * 10**9
+    assert estimate.parse_memory("h100") == 81559 * 1024**2
+    assert estimate.parse_memory("NVIDIA H200") == 143771 * 1024**2
+    with pytest.raises(GenieError, match="give a size such as 80GiB"):
+        estimate.parse_memory("lots")
+
+
+def test_smaller_micro_batches_keep_the_global_batch():
+    assert estimate.micro_batches(replace(BASE, batch=8, accumulation=3)) == [6, 4, 3, 2, 1]
+    assert estimate.with_batch(replace(BASE, batch=8, accumulation=3), 6).accumulation == 4
+
+
+def test_changes_come_cheapest_first_and_only_where_allowed():
+    multi = estimate.changes(replace(BASE, precision="fp32"), 2, 8, lambda s: True)
+    assert [what for what, _s in multi] == ["activation checkpointing", "fsdp", "hsdp",
+                                            "bf16 from fp32"]  # fmt: skip
+    assert multi[1][1].shard == 16 and multi[2][1].shard == 8  # fsdp: all ranks; hsdp: a node
+    single = estimate.changes(BASE, 1, 8, lambda s: s.strategy != "fsdp")
+    assert [what for what, _s in single] == ["activation checkpointing"]
+    both = estimate.combine(BASE, [s for _w, s in multi])
+    assert (both.strategy, both.shard, both.checkpointing) == ("fsdp", 16, True)
+
+
+def test_the_flag_line_makes_the_setup():
+    setup = Setup("fsdp", 16, 16, "bf16", True, 2, 4)
+    assert setup.flags() == ("--strategy fsdp --precision bf16 --activation-checkpointing "
+                             "--batch-size 2 --grad-accum 4")  # fmt: skip
+
+
+def fake_trace(calls: list):
+    """A model of 4 GiB of fp32 weights whose activations take 3 GiB per sample, a third
+    of it with checkpointing, as a trace would report it."""
+
+    def trace(setups):
+        calls.append(setups)
+        out = []
+        for s in setups:
+            share = 4 * GIB // s.shard
+            acts = s.batch * 3 * GIB // (3 if s.checkpointing else 1)
+            sizes = {"parameters": share, "gradients": share, "optimizer": 2 * share,
+                     "activations": acts, "temporaries": 0}  # fmt: skip
+            out.append(Figures(s, sizes, estimate.overhead(sum(sizes.values()), True), True))
+        return out, "2.14.1"
+
+    return trace
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(
+        estimate, "trace", lambda _d, _p, _a, setups, on_gpu: fake_trace(calls)(setups)
+    )
+    monkeypatch.setattr(command, "allowed", lambda spec, setup: True)
+    return calls
+
+
+def test_a_setup_that_fits_is_traced_once(traced, cpu_machine, tmp_path):
+    spec = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1", batch_size=2)
+    made = command.make_plan(spec, tmp_path, 80 * GIB, "python", [])
+    assert made.fits is True and len(traced) == 1 and made.suggestions == []
+    report = made.as_json()
+    assert report["ranks"][0]["total"] == made.figures.total > 22 * GIB
+    assert set(report["ranks"][0]) >= {"parameters", "gradients", "optimizer", "activations",
+                                       "temporaries", "overhead", "total"}  # fmt: skip
+    assert report["verdict"] == {"fits": True, "spare": 80 * GIB - made.figures.total}
+    json.dumps(report)
+
+
+def test_what_to_change_when_it_does_not_fit(traced, cpu_machine, tmp_path):
+    spec = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1", batch_size=16)
+    made = command.make_plan(spec, tmp_path, 40 * GIB, "python", [])
+    assert made.fits is False  # 16 GiB of states and 48 of activations
+    offered = {what: f for what, f in made.suggestions}
+    assert list(offered)[:3] == ["activation checkpointing", "fsdp", "hsdp"]
+    assert offered["activation checkpointing"].total <= 40 * GIB  # activations: 16 GiB
+    assert offered["fsdp"].total > 40 * GIB  # 1 GiB of states, the activations stay
+    assert offered["all of the above"].setup.strategy == "fsdp"
+    smaller = offered["micro-batch 4, accumulating 4"]  # 8 is over: 16 + 24 + overhead
+    assert smaller.total <= 40 * GIB and smaller.setup.batch * smaller.setup.accumulation == 16
+    assert not any(what.startswith("all of the above, micro-batch") for what in offered)
+    report = made.as_json()
+    assert [s["fits"] for s in report["suggestions"]][:2] == [True, False]
+
+
+def test_no_verdict_without_a_memory_size(traced, cpu_machine, tmp_path):
+    spec = spec_of(cpu_machine, gpus_per_node=8, batch_size=64)
+    made = command.make_plan(spec, tmp_path, None, "python", [])
+    assert made.fits is None and made.suggestions == [] and len(traced) == 1
+
+
+def test_data_parallel_is_refused_in_one_line(cpu_machine):
+    spec = spec_of(cpu_machine, gpus_per_node=2, framework="dp")
+    with pytest.raises(GenieError, match="not DataParallel"):
+        command.base_setup(spec)
