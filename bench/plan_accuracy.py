@@ -40,7 +40,8 @@ ROWS = [
     ("nlp", "ddp", 1, "fp32", False, 16, ["--smoke"]),
     ("nlp", "fsdp", 2, "bf16", True, 32, ["--smoke"]),
     ("cv", "ddp", 1, "fp32", False, 16, ["--image-size", "64"]),
-    ("cv", "fsdp", 2, "bf16", True, 32, ["--image-size", "64"]),
+    # fp32: on the CPU, real BatchNorm kernels refuse FSDP's bf16 weights under autocast
+    ("cv", "fsdp", 2, "fp32", True, 32, ["--image-size", "64"]),
 ]
 LLAMA_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
             "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,

@@ -114,3 +114,14 @@ def test_data_parallel_is_refused_in_one_line(cpu_machine):
     spec = spec_of(cpu_machine, gpus_per_node=2, framework="dp")
     with pytest.raises(GenieError, match="not DataParallel"):
         command.base_setup(spec)
+
+
+def test_a_change_genie_new_would_refuse_is_not_offered(cpu_machine):
+    """The same validation as genie new: hsdp is for genie's own loop only."""
+    spec = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1",
+                   framework="lightning")  # fmt: skip
+    hsdp = Setup("hsdp", 16, 8, "bf16", False, 32, 1)
+    assert not command.allowed(spec, hsdp)
+    assert command.allowed(spec, replace(hsdp, strategy="fsdp", shard=16))
+    ddp = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1")
+    assert command.allowed(ddp, hsdp)

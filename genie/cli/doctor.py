@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from genie.cli.group import cli
+from genie.cli.options import python_option
 from genie.i18n import _
 
 
@@ -32,11 +33,8 @@ from genie.i18n import _
     help=_("Rendezvous port (default: the project's, else 29500); must be free on the master."),
 )
 @click.option("--reach", is_flag=True, help=_("Also open a TCP connection to the master's port."))
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(exists=True, dir_okay=False),
-    help=_("Interpreter whose torch and packages are checked (default: the one running genie)."),
+@python_option(
+    _("Interpreter whose torch and packages are checked (default: the one running genie).")
 )
 @click.option("--json", "as_json", is_flag=True, help=_("Print the checks as a JSON list."))
 def doctor(project_dir: Path | None, **options: Any) -> None:

@@ -74,6 +74,13 @@ def seconds_option(
     )
 
 
+def python_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--python: the interpreter with the project's requirements."""
+    return click.option(
+        "--python", "python", type=click.Path(exists=True, dir_okay=False), help=help
+    )
+
+
 def field_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for f in reversed(FIELDS):
         func = _field_option(f)(func)

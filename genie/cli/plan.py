@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from genie.cli.group import cli
+from genie.cli.options import python_option
 from genie.i18n import _
 
 
@@ -32,12 +33,7 @@ from genie.i18n import _
     metavar="SIZE",
     help=_("Each GPU's memory: 80GiB, 40GB, or a GPU such as H100 (default: this machine's)."),
 )
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(exists=True, dir_okay=False),
-    help=_("Interpreter with the project's requirements (default: the one running genie)."),
-)
+@python_option(_("Interpreter with the project's requirements (default: the one running genie)."))
 @click.option("--json", "as_json", is_flag=True, help=_("Print the figures as JSON, in bytes."))
 def plan(
     directory: Path, train_args: tuple[str, ...], gpu_memory: str | None, python: str | None,

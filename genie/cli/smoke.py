@@ -8,7 +8,7 @@ import click
 
 from genie import contract
 from genie.cli.group import cli
-from genie.cli.options import seconds_option
+from genie.cli.options import python_option, seconds_option
 from genie.i18n import _
 
 
@@ -17,12 +17,7 @@ from genie.i18n import _
 )
 @click.argument("directory", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @seconds_option("--timeout", contract.SMOKE_TIMEOUT, _("Seconds before the run is killed."))
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(exists=True, dir_okay=False),
-    help=_("Interpreter with the project's requirements (default: the one running genie)."),
-)
+@python_option(_("Interpreter with the project's requirements (default: the one running genie)."))
 @click.option(
     "--on",
     "where",

@@ -122,6 +122,8 @@ def allowed(spec: Spec, setup: Setup) -> bool:
 def gib(size: int | None) -> str:
     if size is None:
         return _("not counted")
+    if size == 0:
+        return "0 B"
     for unit, name in ((GIB, "GiB"), (1024**2, "MiB")):
         if size >= unit:
             return f"{size / unit:.2f} {name}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -58,13 +59,17 @@ def main() -> None:
 
     args = config.parse_args(request["argv"])
     traced = can_trace()
-    print(json.dumps({"torch": torch.__version__, "traced": traced}), flush=True)
+    unpadded_as_in_a_real_run()
+    say = int(os.environ.get("RANK", "0")) == 0  # under torchrun (real tensors): rank 0
+    if say:
+        print(json.dumps({"torch": torch.__version__, "traced": traced}), flush=True)
     for variant in request["variants"]:
         try:
             result = trace(args, variant) if traced else count(args, variant)
         except Exception as error:  # reported per variant: the others still count
             result = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
-        print(json.dumps(result), flush=True)
+        if say:
+            print(json.dumps(result), flush=True)
 
 
 def can_trace() -> bool:
@@ -211,6 +216,41 @@ def memory_tracker(net: nn.Module, optimizer: torch.optim.Optimizer, sharded: bo
     tracker = MemTracker()
     tracker.track_external(net, optimizer)
     return tracker
+
+
+# transformers' decisions that read a tensor's values (see unpadded_as_in_a_real_run)
+FIXED_DECISIONS = ("find_packed_sequence_indices", "_ignore_causal_mask_sdpa")
+
+
+def unpadded_as_in_a_real_run() -> None:
+    """transformers counts a fake tensor as a graph being traced, and then builds the
+    causal mask a real step leaves to SDPA (``is_causal``): a tensor of batch x sequence^2
+    per layer that a real run never holds. The example batches are single unpadded
+    sequences, so the trace decides as a real step on them does."""
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    packed, skip = (getattr(masking_utils, name, None) for name in FIXED_DECISIONS)
+    if packed is None or skip is None:
+        return
+    signature = inspect.signature(skip)
+
+    def one_sequence(position_ids: torch.Tensor) -> torch.Tensor | None:
+        return None if isinstance(position_ids, FakeTensor) else packed(position_ids)
+
+    def no_mask_needed(*args: object, **kwargs: object) -> bool:
+        bound = signature.bind(*args, **kwargs)
+        if isinstance(bound.arguments.get("padding_mask"), FakeTensor):
+            bound.arguments["padding_mask"] = None  # no padding in a full batch
+        if isinstance(bound.arguments.get("q_offset"), FakeTensor):
+            bound.arguments["q_offset"] = 0  # training: nothing cached before the batch
+        return skip(*bound.args, **bound.kwargs)
+
+    for name, decision in zip(FIXED_DECISIONS, (one_sequence, no_mask_needed), strict=True):
+        setattr(masking_utils, name, decision)
 
 
 def one_step(

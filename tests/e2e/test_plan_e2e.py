@@ -25,7 +25,7 @@ def seven_b(tmp_path_factory) -> tuple[dict, Path]:
     where = tmp_path_factory.mktemp("plan")
     (where / "llama-7b").mkdir()
     (where / "llama-7b" / "config.json").write_text(json.dumps(LLAMA_7B))
-    project = generate(where, "--task", "llm", *TOPOLOGY, "--batch-size", "2",
+    project = generate(where, "--task", "llm", *TOPOLOGY, "--batch-size", "4",
                        "--scheduler", "none")  # fmt: skip
     result = run_genie("plan", str(project), "--json", "--gpu-memory", "80GiB", "--",
                        "--model-name", str(where / "llama-7b"), "--seq-len", "4096",
@@ -36,12 +36,13 @@ def seven_b(tmp_path_factory) -> tuple[dict, Path]:
 
 def hand_count(report: dict, ranks: int) -> dict[str, int]:
     """fp32 parameters and two fp32 AdamW moments split over ``ranks``; plus the rotary
-    embedding's inverse frequencies (a buffer every rank holds: head size / 2 floats) and
-    AdamW's step count (a float per parameter tensor)."""
+    embedding's inverse frequencies (two buffers every rank holds, the frequencies and their
+    original: head size / 2 floats each) and AdamW's step count (a float per parameter
+    tensor)."""
     count = report["model_parameters"]
     head = LLAMA_7B["hidden_size"] // LLAMA_7B["num_attention_heads"]
     tensors = 9 * LLAMA_7B["num_hidden_layers"] + 3  # 7 matrices + 2 norms a layer; 3 more
-    return {"parameters": count * 4 // ranks + head // 2 * 4,
+    return {"parameters": count * 4 // ranks + 2 * (head // 2 * 4),
             "optimizer": 2 * count * 4 // ranks + 4 * tensors}  # fmt: skip
 
 
@@ -77,7 +78,7 @@ def test_the_text_report_says_the_same(seven_b, tmp_path):
     result = run_genie("plan", str(fitting), "--gpu-memory", "H100", "--", "--model-name",
                        str(project.parent / "llama-7b"), "--seq-len", "4096", **CPU_ENV)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "16 ranks, fsdp, bf16, micro-batch 2, activation checkpointing" in result.stdout
+    assert "16 ranks, fsdp, bf16, micro-batch 4, activation checkpointing" in result.stdout
     assert "fits in 79.65 GiB" in result.stdout and "traced on fake tensors" in result.stdout
 
 
