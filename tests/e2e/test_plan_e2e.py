@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from bench.plan_accuracy import LLAMA_7B, ROWS, table
 
-from ..conftest import run_genie
+from ..conftest import ROOT, run_genie
 from .conftest import CPU_ENV, generate
 
 pytestmark = pytest.mark.e2e
@@ -95,3 +96,67 @@ def test_a_python_without_the_projects_requirements_is_one_line(tmp_path):
     assert result.returncode == 2
     assert "the project's modules do not load with" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# Runs a plan's setup for real in the project's folder, with the address space capped at
+# what it has after one warm-up step plus BUDGET: exit 3 when an allocation fails. glibc
+# maps each large tensor of its own (a fixed mmap threshold), so that freed memory leaves
+# the address space and the cap measures the live tensors, as a GPU's memory would.
+LIMITED = """
+import json, os, resource, sys
+sys.path[:0] = [os.getcwd(), sys.argv[1]]
+import trace, config
+variant, budget = json.loads(sys.argv[2]), int(sys.argv[3])
+args = config.parse_args(sys.argv[4:])
+trace.unpadded_as_in_a_real_run()
+trace.trace(args, {**variant, "batch": 1, "real": True})  # libraries and thread pools
+size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1])
+resource.setrlimit(resource.RLIMIT_AS, (size * 1024 + budget,) * 2)
+try:
+    trace.trace(args, {**variant, "real": True})
+except (MemoryError, RuntimeError) as error:
+    print(str(error).splitlines()[0]); sys.exit(3)
+"""
+LIMITED_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_ARENA_MAX": "1", "OMP_NUM_THREADS": "1"}
+
+
+def test_what_the_plan_says_does_not_fit_fails_and_its_suggestions_run(tmp_path):
+    """A 6.3M-parameter MLP at micro-batch 4096 on one process, on 250 MiB: the plan says
+    it does not fit and offers checkpointing and a smaller micro-batch; with the address
+    space capped at 250 MiB, the step as planned fails and each suggestion runs."""
+    project = generate(tmp_path, "--task", "custom", "--nproc-per-node", "1",
+                       "--batch-size", "4096")  # fmt: skip
+    model = ["--hidden", "1024", "--depth", "6"]
+    result = run_genie("plan", str(project), "--json", "--gpu-memory", "250MiB", "--", *model,
+                       **CPU_ENV)  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    fitting = [s for s in report["suggestions"] if s["fits"]]
+    assert {s["change"] for s in fitting} >= {"activation checkpointing",
+                                              "micro-batch 2048, accumulating 2"}  # fmt: skip
+
+    def run(setup: dict) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", LIMITED, str(ROOT / "genie" / "plan"), json.dumps(setup),
+                str(250 * 2**20), *model]  # fmt: skip
+        return subprocess.run(argv, cwd=project, capture_output=True, text=True,
+                              env={**os.environ, **CPU_ENV, **LIMITED_ENV})  # fmt: skip
+
+    planned = run(report["setup"])
+    assert planned.returncode == 3 and "can't allocate memory" in planned.stdout, planned.stderr
+    for suggestion in fitting:
+        if (
+            suggestion["change"] == "activation checkpointing"
+            or "micro-batch" in suggestion["change"]
+        ):
+            setup = {**report["setup"], **suggestion_setup(suggestion["flags"])}
+            done = run(setup)
+            assert done.returncode == 0, (suggestion["change"], done.stdout, done.stderr[-2000:])
+
+
+def suggestion_setup(flags: str) -> dict:
+    """The traced setup a flag line makes (one process here: world and shard stay 1)."""
+    words = flags.split()
+    return {"strategy": words[words.index("--strategy") + 1],
+            "precision": words[words.index("--precision") + 1],
+            "checkpointing": "--activation-checkpointing" in words,
+            "batch": int(words[words.index("--batch-size") + 1])}  # fmt: skip
