@@ -48,14 +48,18 @@ def test_the_flag_line_makes_the_setup():
                              "--batch-size 2 --grad-accum 4")  # fmt: skip
 
 
-def fake_trace(calls: list):
+def fake_trace(calls: list, failing: str = ""):
     """A model of 4 GiB of fp32 weights whose activations take 3 GiB per sample, a third
-    of it with checkpointing, as a trace would report it."""
+    of it with checkpointing, as a trace would report it (a ``failing`` strategy: an
+    error, as trace.py reports one)."""
 
     def trace(setups):
         calls.append(setups)
-        out = []
+        out: list = []
         for s in setups:
+            if s.strategy == failing:
+                out.append("RuntimeError: no such kernel")
+                continue
             share = 4 * GIB // s.shard
             acts = s.batch * 3 * GIB // (3 if s.checkpointing else 1)
             sizes = {"parameters": share, "gradients": share, "optimizer": 2 * share,
@@ -125,3 +129,38 @@ def test_a_change_genie_new_would_refuse_is_not_offered(cpu_machine):
     assert command.allowed(spec, replace(hsdp, strategy="fsdp", shard=16))
     ddp = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1")
     assert command.allowed(ddp, hsdp)
+
+
+def test_a_suggestion_that_cannot_be_traced_is_named_and_the_rest_stand(monkeypatch, cpu_machine,
+                                                                        tmp_path):  # fmt: skip
+    calls: list = []
+    monkeypatch.setattr(
+        estimate, "trace", lambda _d, _p, _a, setups, on_gpu: fake_trace(calls, "hsdp")(setups)
+    )
+    monkeypatch.setattr(command, "allowed", lambda spec, setup: True)  # fmt: skip
+    spec = spec_of(cpu_machine, gpus_per_node=8, nodes=2, master_addr="10.0.0.1", batch_size=16)
+    made = command.make_plan(spec, tmp_path, 40 * GIB, "python", [])
+    assert made.untraced == [("hsdp", "RuntimeError: no such kernel")]
+    assert "fsdp" in dict(made.suggestions) and "hsdp" not in dict(made.suggestions)
+    assert made.as_json()["not_traced"] == [
+        {"change": "hsdp", "error": "RuntimeError: no such kernel"}
+    ]
+
+
+def test_train_arguments_after_the_dashes_set_the_micro_batch_and_precision():
+    base = Setup("ddp", 16, 1, "bf16", False, 8, 2)
+    assert command.overridden(base, ["--batch-size", "4", "--precision=fp32"]) == Setup(
+        "ddp", 16, 1, "fp32", False, 4, 2)  # fmt: skip
+    with pytest.raises(GenieError, match="--batch-size many: give a whole number"):
+        command.overridden(base, ["--batch-size", "many"])
+
+
+def test_hsdp_shards_over_a_nodes_processes():
+    base = Setup("ddp", 8, 1, "bf16", False, 8, 1)  # 2 nodes x 4 processes (of 8 GPUs each)
+    offered = dict(estimate.changes(base, 2, 8, lambda s: True))
+    assert offered["hsdp"].shard == 4
+
+
+def test_counted_states_give_no_verdict(tmp_path):
+    counted = Figures(BASE, dict.fromkeys(estimate.CATEGORIES, GIB), 0, traced=False)
+    assert command.Plan(counted, 80 * GIB, "2.4.1").fits is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from genie import ui
@@ -19,7 +19,7 @@ from genie.spec.build import Spec
 LABELS = {"parameters": N_("parameters"), "gradients": N_("gradients"),
           "optimizer": N_("optimizer state"), "activations": N_("activations"),
           "temporaries": N_("temporaries")}  # fmt: skip
-Tracer = Callable[[list[Setup]], tuple[list[Figures], str]]
+Tracer = Callable[[list[Setup]], tuple[list[Figures | str], str]]
 
 
 @dataclass
@@ -29,10 +29,14 @@ class Plan:
     torch: str
     # (what changes, its figures), in the order they are offered
     suggestions: list[tuple[str, Figures]] = field(default_factory=list)
+    untraced: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
 
     @property
     def fits(self) -> bool | None:
-        return None if self.memory is None else self.figures.total <= self.memory
+        """None without a memory size, or where activations were not counted."""
+        if self.memory is None or not self.figures.traced:
+            return None
+        return self.figures.total <= self.memory
 
     def as_json(self) -> dict:
         spare = None if self.memory is None else self.memory - self.figures.total
@@ -43,7 +47,8 @@ class Plan:
                 "setup": self.figures.setup.request(), "gpu_memory": self.memory,
                 "model_parameters": self.figures.model_parameters,
                 "ranks": [self.figures.as_json()], "verdict": {"fits": self.fits, "spare": spare},
-                "suggestions": offered}  # fmt: skip
+                "suggestions": offered,
+                "not_traced": [{"change": w, "error": e} for w, e in self.untraced]}  # fmt: skip
 
 
 def base_setup(spec: Spec) -> Setup:
@@ -56,25 +61,30 @@ def base_setup(spec: Spec) -> Setup:
 
 def make_plan(spec: Spec, directory: Path, memory: int | None, python: str,
               argv: list[str]) -> Plan:  # fmt: skip
-    base = base_setup(spec)
+    base = overridden(base_setup(spec), argv)
     on_gpu = spec.gpus_per_node > 0
 
-    def trace(setups: list[Setup]) -> tuple[list[Figures], str]:
+    def trace(setups: list[Setup]) -> tuple[list[Figures | str], str]:
         return estimate.trace(directory, python, argv, setups, on_gpu=on_gpu)
 
     (figures,), torch = trace([base])
+    if isinstance(figures, str):
+        raise GenieError(_("tracing the project's step failed: {e}").format(e=figures))
     plan = Plan(figures, memory, torch)
-    if memory is None or plan.fits or not figures.traced:
+    if memory is None or plan.fits is not False:
         return plan
     options = estimate.changes(base, spec.nodes, spec.gpus_per_node, lambda s: allowed(spec, s))
     singles = [setup for _what, setup in options]
     combined = estimate.combine(base, singles)
-    extra = [combined] if combined not in singles + [base] else []
+    extra = [combined] if combined not in singles + [base] and allowed(spec, combined) else []
     traced, _torch = trace(singles + extra)
-    plan.suggestions = [(what, f) for (what, _s), f in zip(options, traced, strict=False)]
-    if extra:
-        plan.suggestions.append((_("all of the above"), traced[-1]))
-    best = [figures] + ([traced[-1]] if extra else [])  # micro-batches: as is, and with all
+    whats = [what for what, _s in options] + [_("all of the above")] * len(extra)
+    for what, result in zip(whats, traced, strict=True):
+        if isinstance(result, str):
+            plan.untraced.append((what, result))
+        else:
+            plan.suggestions.append((what, result))
+    best = [figures] + [f for f in traced[len(singles) :] if isinstance(f, Figures)]
     labels = [_("micro-batch {m}, accumulating {a}"),
               _("all of the above, micro-batch {m}, accumulating {a}")]  # fmt: skip
     for label, full in zip(labels, best, strict=False):
@@ -83,6 +93,25 @@ def make_plan(spec: Spec, directory: Path, memory: int | None, python: str,
             what = label.format(m=smaller.setup.batch, a=smaller.setup.accumulation)
             plan.suggestions.append((what, smaller))
     return plan
+
+
+def overridden(base: Setup, argv: list[str]) -> Setup:
+    """The micro-batch and precision as train.py's arguments after -- set them."""
+    found = {}
+    for i, word in enumerate(argv):
+        name, _eq, value = word.partition("=")
+        if name in ("--batch-size", "--precision"):
+            found[name] = value or (argv[i + 1] if i + 1 < len(argv) else "")
+    try:
+        batch = int(found.get("--batch-size", base.batch))
+    except ValueError:
+        raise GenieError(_("--batch-size {v}: give a whole number").format(
+            v=found["--batch-size"])) from None  # fmt: skip
+    precision = found.get("--precision", base.precision)
+    if batch < 1 or precision not in ("fp32", "bf16", "fp16"):
+        raise GenieError(_("after --: --batch-size takes a whole number from 1, --precision "
+                           "one of fp32, bf16, fp16"))  # fmt: skip
+    return replace(base, batch=batch, precision=precision)  # --grad-accum stays
 
 
 def smaller_batch(full: Figures, memory: int, trace: Tracer) -> Figures | None:
@@ -99,8 +128,10 @@ def smaller_batch(full: Figures, memory: int, trace: Tracer) -> Figures | None:
             continue
         (traced,), _torch = trace([estimate.with_batch(full.setup, m)])
         tries -= 1
-        if traced.total <= memory or tries == 0:
-            return traced if traced.total <= memory else None
+        if isinstance(traced, Figures) and traced.total <= memory:
+            return traced
+        if tries == 0:
+            return None
     return None
 
 
@@ -155,6 +186,8 @@ def show(plan: Plan, spec: Spec) -> None:
         ui.warn(_("no GPU found here: pass --gpu-memory (80GiB, or a GPU such as H100) for a "
                   "verdict"))  # fmt: skip
         return
+    if plan.fits is None:  # counted: without activations, no verdict
+        return
     left = plan.memory - plan.figures.total
     verdict = (_("fits in {m}: {s} to spare") if left >= 0 else _("does not fit in {m}: {s} "
                "over")).format(m=gib(plan.memory), s=gib(abs(left)))  # fmt: skip
@@ -163,6 +196,9 @@ def show(plan: Plan, spec: Spec) -> None:
         mark = "✓" if f.total <= plan.memory else "✗"
         ui.console().print(f"  {mark} {what}: {gib(f.total)}    {f.setup.flags()}",
                            markup=False, soft_wrap=True)  # fmt: skip
+    for what, why in plan.untraced:
+        line = _("  ? {w}: could not be traced here ({e})").format(w=what, e=why)
+        ui.console().print(line, markup=False, style="dim", soft_wrap=True)
 
 
 def plan(directory: Path, *, gpu_memory: str | None, python: str | None, as_json: bool,

@@ -100,9 +100,9 @@ def overhead(peak: int, on_gpu: bool) -> int:
 
 
 def trace(project: Path, python: str, argv: list[str], setups: list[Setup], *, on_gpu: bool,
-          timeout: float = 900) -> tuple[list[Figures], str]:  # fmt: skip
-    """Trace every setup in one run of trace.py with the project's Python; the figures,
-    and the torch version that traced them."""
+          timeout: float = 900) -> tuple[list[Figures | str], str]:  # fmt: skip
+    """Trace every setup in one run of trace.py with the project's Python: each setup's
+    figures (or why it could not be traced), and the torch version that traced them."""
     request = {"argv": argv, "variants": [s.request() for s in setups]}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
         json.dump(request, file)
@@ -113,25 +113,37 @@ def trace(project: Path, python: str, argv: list[str], setups: list[Setup], *, o
                                   capture_output=True, text=True, timeout=timeout)  # fmt: skip
         except subprocess.TimeoutExpired:
             raise GenieError(_("tracing the step took over {s:.0f} s").format(s=timeout)) from None
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        except OSError as error:
+            raise GenieError(_("cannot run {p}: {e}").format(p=python, e=error)) from None
+    read = [read_line(line) for line in done.stdout.splitlines()]
+    lines = [r for r in read if r is not None and ("error" in r or "traced" in r)]
     if done.returncode != 0 or len(lines) != len(setups) + 1:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise GenieError(
             _("the project's modules do not load with {p}: {e} (install its requirements.txt "
               "there, or pass --python)").format(p=python, e=last)  # fmt: skip
         )
-    header, results = lines[0], lines[1:]
-    figures = []
-    for setup, result in zip(setups, results, strict=True):
+    figures: list[Figures | str] = []
+    for setup, result in zip(setups, lines[1:], strict=True):
         if "error" in result:
-            raise GenieError(
-                _("tracing {s} failed: {e}").format(s=setup.flags(), e=result["error"])
-            )
+            figures.append(result["error"])
+            continue
         sizes = {c: result[c] for c in CATEGORIES}
         peak = sum(v or 0 for v in sizes.values())
         count = result.get("parameter_count", 0)
         figures.append(Figures(setup, sizes, overhead(peak, on_gpu), result["traced"], count))
-    return figures, header["torch"]
+    return figures, lines[0]["torch"]
+
+
+def read_line(line: str) -> dict | None:
+    """One of trace.py's JSON lines; None for anything else the project printed."""
+    if not line.startswith("{"):
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def micro_batches(setup: Setup) -> list[int]:
@@ -155,8 +167,8 @@ def changes(
         options.append((_("activation checkpointing"), replace(base, checkpointing=True)))
     if base.strategy == "ddp":
         options.append((_("fsdp"), replace(base, strategy="fsdp", shard=base.world)))
-        if nodes > 1 and gpus > 1:
-            options.append((_("hsdp"), replace(base, strategy="hsdp", shard=gpus)))
+        if nodes > 1 and base.world // nodes > 1:  # sharded within a node's ranks
+            options.append((_("hsdp"), replace(base, strategy="hsdp", shard=base.world // nodes)))
     if base.precision == "fp32" and gpus > 0:
         options.append((_("bf16 from fp32"), replace(base, precision="bf16")))
     return [(what, setup) for what, setup in options if allowed(setup)]

@@ -103,12 +103,23 @@ def count(args: argparse.Namespace, variant: dict) -> dict:
 def trace(args: argparse.Namespace, variant: dict) -> dict:
     import data
     import model as task
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
     args.batch_size = variant["batch"]
     args.precision = variant["precision"]
     sharded = variant["strategy"] != "ddp"
     mesh = process_group(variant) if sharded else None
+    try:
+        return step(task, data, args, variant, mesh)
+    finally:
+        if mesh is not None and not variant.get("real"):
+            dist.destroy_process_group()
+
+
+def step(task: ModuleType, data: ModuleType, args: argparse.Namespace, variant: dict,
+         mesh: DeviceMesh | None) -> dict:  # fmt: skip
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    sharded = mesh is not None
     # "real": the same step on real tensors, under torchrun (bench/plan_accuracy.py)
     fake = contextlib.nullcontext() if variant.get("real") else FakeTensorMode()
     with fake:
@@ -123,8 +134,6 @@ def trace(args: argparse.Namespace, variant: dict) -> dict:
         with tracker:
             one_step(task, net, optimizer, batch, args.precision)
         peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
-    if mesh is not None and not variant.get("real"):
-        dist.destroy_process_group()
     figures = dict.fromkeys(CATEGORIES, 0)
     for name, size in peak.items():
         if name != "Total":  # a category this table lacks counts as a temporary
@@ -196,7 +205,8 @@ def units(net: nn.Module, blocks: list[nn.Module]) -> list[nn.Module]:
         import fsdp
     except ImportError:
         return blocks
-    return fsdp.units(net)
+    own = getattr(fsdp, "units", None)  # FSDP1 projects (torch before 2.6) have none
+    return own(net) if own is not None else blocks
 
 
 def never_pretrained(task: ModuleType, args: argparse.Namespace) -> None:
@@ -249,8 +259,8 @@ def unpadded_as_in_a_real_run() -> None:
             bound.arguments["q_offset"] = 0  # training: nothing cached before the batch
         return skip(*bound.args, **bound.kwargs)
 
-    for name, decision in zip(FIXED_DECISIONS, (one_sequence, no_mask_needed), strict=True):
-        setattr(masking_utils, name, decision)
+    setattr(masking_utils, FIXED_DECISIONS[0], one_sequence)
+    setattr(masking_utils, FIXED_DECISIONS[1], no_mask_needed)
 
 
 def one_step(
