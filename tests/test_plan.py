@@ -151,7 +151,7 @@ def test_train_arguments_after_the_dashes_set_the_micro_batch_and_precision():
     base = Setup("ddp", 16, 1, "bf16", False, 8, 2)
     assert command.overridden(base, ["--batch-size", "4", "--precision=fp32"]) == Setup(
         "ddp", 16, 1, "fp32", False, 4, 2)  # fmt: skip
-    with pytest.raises(GenieError, match="--batch-size many: give a whole number"):
+    with pytest.raises(GenieError, match="'many' is not valid: a whole number between 1"):
         command.overridden(base, ["--batch-size", "many"])
 
 

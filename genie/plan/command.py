@@ -38,11 +38,13 @@ class Plan:
             return None
         return self.figures.total <= self.memory
 
+    def holds(self, figures: Figures) -> bool:
+        return self.memory is not None and figures.total <= self.memory
+
     def as_json(self) -> dict:
         spare = None if self.memory is None else self.memory - self.figures.total
         offered = [{"change": what, "flags": f.setup.flags(), **f.as_json(),
-                    "fits": self.memory is not None and f.total <= self.memory}
-                   for what, f in self.suggestions]  # fmt: skip
+                    "fits": self.holds(f)} for what, f in self.suggestions]  # fmt: skip
         return {"torch": self.torch, "method": "traced" if self.figures.traced else "counted",
                 "setup": self.figures.setup.request(), "gpu_memory": self.memory,
                 "model_parameters": self.figures.model_parameters,
@@ -96,21 +98,17 @@ def make_plan(spec: Spec, directory: Path, memory: int | None, python: str,
 
 
 def overridden(base: Setup, argv: list[str]) -> Setup:
-    """The micro-batch and precision as train.py's arguments after -- set them."""
+    """The micro-batch and precision as train.py's arguments after -- set them, judged as
+    genie new judges them."""
+    from genie.spec.questions import FIELD_BY_NAME
+
     found = {}
     for i, word in enumerate(argv):
         name, _eq, value = word.partition("=")
-        if name in ("--batch-size", "--precision"):
-            found[name] = value or (argv[i + 1] if i + 1 < len(argv) else "")
-    try:
-        batch = int(found.get("--batch-size", base.batch))
-    except ValueError:
-        raise GenieError(_("--batch-size {v}: give a whole number").format(
-            v=found["--batch-size"])) from None  # fmt: skip
-    precision = found.get("--precision", base.precision)
-    if batch < 1 or precision not in ("fp32", "bf16", "fp16"):
-        raise GenieError(_("after --: --batch-size takes a whole number from 1, --precision "
-                           "one of fp32, bf16, fp16"))  # fmt: skip
+        key = name[2:].replace("-", "_")
+        if key in ("batch_size", "precision"):
+            found[key] = FIELD_BY_NAME[key].parse(value or " ".join(argv[i + 1 : i + 2]))
+    batch, precision = found.get("batch_size", base.batch), found.get("precision", base.precision)
     return replace(base, batch=batch, precision=precision)  # --grad-accum stays
 
 
@@ -193,7 +191,7 @@ def show(plan: Plan, spec: Spec) -> None:
                "over")).format(m=gib(plan.memory), s=gib(abs(left)))  # fmt: skip
     ui.console().print(verdict, markup=False, style="bold green" if left >= 0 else "bold red")
     for what, f in plan.suggestions:
-        mark = "✓" if f.total <= plan.memory else "✗"
+        mark = "✓" if plan.holds(f) else "✗"
         ui.console().print(f"  {mark} {what}: {gib(f.total)}    {f.setup.flags()}",
                            markup=False, soft_wrap=True)  # fmt: skip
     for what, why in plan.untraced:
