@@ -28,6 +28,7 @@ class Machine:
     slurm: bool = False  # sbatch on PATH, or running inside a SLURM allocation
     # what the hostname resolves to here; None where it does not resolve (or was not looked up)
     hostname_addresses: tuple[str, ...] | None = None
+    gpu_memory: int | None = None  # bytes, the smallest of the GPUs here (gpu_memory())
 
     @property
     def hostname_loopback(self) -> bool:
@@ -105,13 +106,15 @@ def resolve(host: str, timeout: float = RESOLVE_TIMEOUT) -> list[str] | str:
 def machine() -> Machine:
     hostname = socket.gethostname()
     addresses = resolve(hostname)
+    gpus = gpu_count()
     return Machine(
-        gpus=gpu_count(),
+        gpus=gpus,
         torch=installed_torch(),
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
         hostname=hostname,
         slurm=slurm_available(),
         hostname_addresses=tuple(addresses) if isinstance(addresses, list) else None,
+        gpu_memory=gpu_memory() if gpus else None,
     )
 
 

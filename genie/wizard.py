@@ -38,12 +38,16 @@ ESSENTIALS = (
     "master_port",
     "rdzv",
     "gpus_per_node",
+    "gpu_memory",
     "torch",
     "task",
     "framework",
 )
 NOT_TRAINING = ("name", "docs_lang")  # offered by "Change a setting", not by "Customize"
-GENERATE, CHANGE, CUSTOMIZE, CANCEL = "generate", "change", "customize", "cancel"
+GENERATE, FIT, CHANGE, CUSTOMIZE, CANCEL = "generate", "fit", "change", "customize", "cancel"
+# What the summary offers besides the menu: a line, and the answers it sets (genie plan's
+# cheapest change that makes the model fit its GPUs)
+Offer = tuple[str, dict[str, Any]]
 _MAX_REASKS = 20  # a bound on "re-ask the offending question" (each re-ask narrows a choice)
 
 # What the machine told us, shown next to the question it informs.
@@ -122,7 +126,9 @@ class _Restart(Exception):
 class Session:
     """One run of the wizard: the answers the user gave, and how to ask for more."""
 
-    def __init__(self, raw: Answers, machine: Machine, ask: Ask, **prompt_kwargs: Any) -> None:
+    def __init__(
+        self, raw: dict[str, Any], machine: Machine, ask: Ask, **prompt_kwargs: Any
+    ) -> None:
         self.raw, self.machine, self.ask = raw, machine, ask
         self.prompt_kwargs = prompt_kwargs
         self.answered: dict[str, Any] = {}  # what the user answered here (flags are in raw)
@@ -198,6 +204,14 @@ class Session:
             if values.get(name) is not None:
                 self.answered.setdefault(name, values[name])
 
+    def apply(self, answers: dict[str, Any]) -> None:
+        """Take ``answers`` as if the user had given them (over flags too: chosen here)."""
+        for name, value in answers.items():
+            if name in self.raw:
+                self.raw[name] = value
+            self.answered[name] = value
+        self.to_ask, self.asked = set(), []
+
     def changeable(self, values: dict[str, Any]) -> list[Field]:
         return [
             f
@@ -207,19 +221,20 @@ class Session:
 
 
 def run(
-    raw: Answers, machine: Machine, show: Callable[[Spec], None], **prompt_kwargs: Any
+    raw: Answers, machine: Machine, show: Callable[[Spec], Offer | None], **prompt_kwargs: Any
 ) -> Spec | None:
     """The whole wizard: essentials, summary, then the menu until Generate (the spec) or
-    Cancel (None). ``show`` prints the summary."""
-    session = Session(raw, machine, make_ask(machine, **prompt_kwargs), **prompt_kwargs)
+    Cancel (None). ``show`` prints the summary and returns a change to offer, if any."""
+    session = Session(dict(raw), machine, make_ask(machine, **prompt_kwargs), **prompt_kwargs)
     intro = _("Enter keeps the default shown; Esc goes back one question; Ctrl-C quits.")
     prompts.say(intro, "", **prompt_kwargs)
     while True:
         values = session.values()
         project = spec_mod.finish(values)
-        show(project)
+        offer = show(project)
         try:
-            action = prompts.select(_("Generate this project?"), " ", _menu(), **prompt_kwargs)
+            menu = _menu(offer[0] if offer else None)
+            action = prompts.select(_("Generate this project?"), " ", menu, **prompt_kwargs)
         except prompts.Back:
             session.back()  # to the last question; the summary comes again after it
             continue
@@ -227,6 +242,9 @@ def run(
             return project if action == GENERATE else None
         if action == CUSTOMIZE:
             session.customize(values)
+            continue
+        if action == FIT and offer:
+            session.apply(offer[1])
             continue
         choices = [
             (f.name, f"{f.question.rstrip('?？')}: {values[f.name]}", None, None)
@@ -239,10 +257,13 @@ def run(
         session.asked = []  # a new round of questions: the back key goes no further
 
 
-def _menu() -> list[tuple[str, str, None, str]]:
-    """The summary's menu: each letter chooses its entry at once."""
+def _menu(offer: str | None = None) -> list[tuple[str, str, None, str]]:
+    """The summary's menu, with ``offer`` second where there is one: each letter chooses
+    its entry at once."""
+    fit = [(FIT, offer, None, "f")] if offer else []
     return [
         (GENERATE, _("Generate"), None, "y"),
+        *fit,
         (CHANGE, _("Change a setting"), None, "c"),
         (CUSTOMIZE, _("Customize training settings"), None, "t"),
         (CANCEL, _("Cancel: write nothing"), None, "n"),

@@ -22,7 +22,7 @@ def test_memory_sizes_and_gpu_names():
     assert estimate.parse_memory("40GB") == 40 * 10**9
     assert estimate.parse_memory("h100") == 81559 * 1024**2
     assert estimate.parse_memory("NVIDIA H200") == 143771 * 1024**2
-    with pytest.raises(GenieError, match="give a size such as 80GiB"):
+    with pytest.raises(GenieError, match="a size such as 80GiB"):
         estimate.parse_memory("lots")
 
 
@@ -164,3 +164,36 @@ def test_hsdp_shards_over_a_nodes_processes():
 def test_counted_states_give_no_verdict(tmp_path):
     counted = Figures(BASE, dict.fromkeys(estimate.CATEGORIES, GIB), 0, traced=False)
     assert command.Plan(counted, 80 * GIB, "2.4.1").fits is None
+
+
+def test_genie_new_traces_each_project_shown_once_and_only_with_a_memory_size(
+    gpu_machine, monkeypatch, capsys
+):
+    """The summary's verdict: traced once per project however often the wizard shows it;
+    nothing traced without a memory size, for DataParallel, or where genie's Python has no
+    torch (then one line says how to plan later)."""
+    from genie.generate import fit
+
+    traced = []
+
+    def make_plan(spec, folder, memory, python, argv):
+        traced.append((spec.strategy, memory, sorted(p.name for p in folder.iterdir())))
+        figures = Figures(replace(BASE, world=2), {c: GIB for c in estimate.CATEGORIES}, 0, True)
+        return command.Plan(
+            figures, memory, "2.14", [("fsdp", replace(figures, overhead=-4 * GIB))]
+        )
+
+    monkeypatch.setattr(command, "make_plan", make_plan)
+    verdicts = fit.Verdicts()
+    spec = spec_of(gpu_machine, gpus_per_node=2, gpu_memory="3GiB")
+    offer = verdicts.show(spec)
+    assert verdicts.show(spec) == offer and len(traced) == 1
+    assert traced[0][:2] == ("ddp", 3 * GIB) and "model.py" in traced[0][2]
+    assert offer == ("Make it fit: fsdp (1.00 GiB per rank)", command.setup_answers(BASE))
+    assert "does not fit in 3.00 GiB: 2.00 GiB over" in capsys.readouterr().out
+    assert verdicts.show(spec_of(gpu_machine, gpus_per_node=2)) is None  # no size
+    assert verdicts.show(spec_of(gpu_machine, framework="dp", gpu_memory="H100")) is None
+    monkeypatch.setattr(fit.importlib.util, "find_spec", lambda name: None)
+    assert verdicts.show(spec_of(gpu_machine, gpus_per_node=4, gpu_memory="H100")) is None
+    assert len(traced) == 1
+    assert "not planned here (torch is not installed beside genie)" in capsys.readouterr().out

@@ -10,6 +10,7 @@ from prompt_toolkit.output import DummyOutput
 
 from genie import wizard
 from genie.spec import build, build_spec, rules
+from genie.wizard import FIT
 
 ENTER, DOWN, CTRL_C, CLEAR = "\r", "\x1b[B", "\x03", "\x15"  # \x15: Ctrl-U clears the line
 
@@ -219,10 +220,31 @@ def test_choices_come_from_the_same_rules_as_the_final_check(cpu_machine):
 
 
 def test_more_processes_than_gpus_is_refused_at_the_prompt(gpu_machine, monkeypatch):
-    keys = ENTER * 2 + CLEAR + "2" + ENTER + ENTER * 3 + MENU_CUSTOMIZE + ENTER * 2  # 2 GPUs
+    keys = ENTER * 2 + CLEAR + "2" + ENTER + ENTER * 4 + MENU_CUSTOMIZE + ENTER * 2  # 2 GPUs
     keys += CLEAR + "4" + ENTER + CLEAR + "1" + ENTER + ENTER * 10 + MENU_GENERATE  # 4: refused
     spec, _asked, _shown = run_flow(gpu_machine, keys, monkeypatch=monkeypatch)
     assert (spec.gpus_per_node, spec.nproc_per_node) == (2, 1)
+
+
+def test_the_change_that_makes_it_fit_is_one_menu_choice(gpu_machine, monkeypatch):
+    """The summary's verdict (show) offers a change; choosing it (f) sets its answers, a
+    flag among them too, and the summary comes again, with its own verdict."""
+    fits = {"strategy": "fsdp", "activation_checkpointing": True, "batch_size": 4}
+
+    def show(spec):
+        shown.append(spec)
+        return None if spec.strategy == "fsdp" else ("Make it fit: fsdp", fits)
+
+    shown: list = []
+    keys = CLEAR + "2" + ENTER + CLEAR + "10.0.0.5" + ENTER * 4 + CLEAR + "H100" + ENTER + ENTER * 3
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys + "f" + ENTER)
+        spec = wizard.run({"name": "p", "batch_size": 32, "scheduler": "none"}, gpu_machine,
+                          show, input=pipe, output=DummyOutput())  # fmt: skip
+    assert [s.strategy for s in shown] == ["ddp", "fsdp"] and spec == shown[-1]
+    assert (spec.batch_size, spec.activation_checkpointing, spec.gpu_memory) == (4, True, "H100")
+    assert wizard._menu("Make it fit")[1][1:] == ("Make it fit", None, "f")
+    assert FIT not in [entry[0] for entry in wizard._menu(None)]
 
 
 def test_defaults_pass_the_same_rules(cpu_machine):

@@ -18,6 +18,7 @@ _DEFAULTS_SHOWN = {
     "name": _("the directory's name"),
     "master_addr": _("this machine's hostname, unless it resolves to loopback here"),
     "gpus_per_node": _("the GPUs found here"),
+    "gpu_memory": _("the memory of the GPUs found here, else not known"),
     "torch": _("the installed torch if supported, else {v}").format(v=NEWEST),
     "python": _("this Python, within what the torch version supports"),
     "nproc_per_node": _("the GPU count, or {n} on CPU").format(n=contract.CPU_PROCESSES),

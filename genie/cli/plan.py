@@ -31,7 +31,10 @@ from genie.i18n import _
 @click.option(
     "--gpu-memory",
     metavar="SIZE",
-    help=_("Each GPU's memory: 80GiB, 40GB, or a GPU such as H100 (default: this machine's)."),
+    help=_(
+        "Each GPU's memory: 80GiB, 40GB, or a GPU such as H100 (default: the project's "
+        "answer, else this machine's)."
+    ),
 )
 @python_option(_("Interpreter with the project's requirements (default: the one running genie)."))
 @click.option("--json", "as_json", is_flag=True, help=_("Print the figures as JSON, in bytes."))

@@ -49,17 +49,24 @@ def _spec(raw: Mapping[str, Any], machine: Machine, ask: bool) -> Spec:
     """The Spec from the answers given, the wizard asking for the rest (or, without ``ask``,
     the defaults); the summary shown either way."""
     from genie import ui
+    from genie.generate.fit import Verdicts
     from genie.spec import build_spec
+
+    verdicts = Verdicts()
+
+    def show(spec: Spec) -> tuple[str, dict[str, Any]] | None:
+        ui.summary(spec, machine)
+        return verdicts.show(spec)  # when the GPUs' memory is known: will it fit?
 
     if not ask:
         project = build_spec(raw, machine)
-        ui.summary(project, machine)
+        show(project)
         return project
     if not sys.stdin.isatty():
         raise GenieError(_("no terminal to ask questions in; pass --yes (and flags or --answers)"))
     from genie import wizard
 
-    chosen = wizard.run(raw, machine, show=lambda s: ui.summary(s, machine))
+    chosen = wizard.run(raw, machine, show=show)
     if chosen is None:
         raise Declined(_("Cancelled: nothing written."))
     return chosen

@@ -138,14 +138,23 @@ def allowed(spec: Spec, setup: Setup) -> bool:
     from genie import detect
     from genie.spec import build_spec
 
-    answers = {**spec.answers(), "strategy": setup.strategy, "precision": setup.precision,
-               "activation_checkpointing": setup.checkpointing, "batch_size": setup.batch,
-               "grad_accum": setup.accumulation}  # fmt: skip
     try:
-        build_spec(answers, detect.machine())
+        build_spec({**spec.answers(), **setup_answers(setup)}, detect.machine())
     except GenieError:
         return False
     return True
+
+
+def setup_answers(setup: Setup) -> dict[str, object]:
+    """The answers of genie new that make a project run as ``setup``."""
+    return {"strategy": setup.strategy, "precision": setup.precision,
+            "activation_checkpointing": setup.checkpointing, "batch_size": setup.batch,
+            "grad_accum": setup.accumulation}  # fmt: skip
+
+
+def first_fit(plan: Plan) -> tuple[str, Figures] | None:
+    """The cheapest suggestion that fits (they are offered cheapest first), or None."""
+    return next(((w, f) for w, f in plan.suggestions if plan.holds(f)), None)
 
 
 def gib(size: int | None) -> str:
@@ -184,12 +193,17 @@ def show(plan: Plan, spec: Spec) -> None:
         ui.warn(_("no GPU found here: pass --gpu-memory (80GiB, or a GPU such as H100) for a "
                   "verdict"))  # fmt: skip
         return
-    if plan.fits is None:  # counted: without activations, no verdict
+    verdict(plan)
+
+
+def verdict(plan: Plan) -> None:
+    """Fits or not against the GPU's memory, and each suggestion with its peak."""
+    if plan.memory is None or plan.fits is None:  # counted: without activations, no verdict
         return
     left = plan.memory - plan.figures.total
-    verdict = (_("fits in {m}: {s} to spare") if left >= 0 else _("does not fit in {m}: {s} "
-               "over")).format(m=gib(plan.memory), s=gib(abs(left)))  # fmt: skip
-    ui.console().print(verdict, markup=False, style="bold green" if left >= 0 else "bold red")
+    line = (_("fits in {m}: {s} to spare") if left >= 0 else _("does not fit in {m}: {s} "
+            "over")).format(m=gib(plan.memory), s=gib(abs(left)))  # fmt: skip
+    ui.console().print(line, markup=False, style="bold green" if left >= 0 else "bold red")
     for what, f in plan.suggestions:
         mark = "✓" if plan.holds(f) else "✗"
         ui.console().print(f"  {mark} {what}: {gib(f.total)}    {f.setup.flags()}",
@@ -205,8 +219,10 @@ def plan(directory: Path, *, gpu_memory: str | None, python: str | None, as_json
     from genie.spec.project import load_project
 
     spec = load_project(directory)
-    if gpu_memory is not None:
-        memory: int | None = estimate.parse_memory(gpu_memory)
+    # --gpu-memory, else genie new's answer, else this machine's GPUs
+    answer = gpu_memory if gpu_memory is not None else spec.gpu_memory
+    if answer is not None:
+        memory = estimate.parse_memory(answer)
     else:
         memory = detect.gpu_memory()
     made = make_plan(spec, directory.absolute(), memory, estimate.python_of(python), argv)

@@ -5,7 +5,6 @@ when it does not fit. No torch here: genie's own process only reads the figures.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -15,8 +14,8 @@ from pathlib import Path
 
 from genie.errors import GenieError
 from genie.i18n import _
+from genie.spec.gpus import GIB, memory_bytes
 
-GIB = 1024**3
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
 # On a GPU, memory no tensor holds: the CUDA context with its kernels (about 0.5 GiB) and
 # NCCL's buffers (about 0.5 GiB with a few communicators), plus the caching allocator's
@@ -25,30 +24,15 @@ CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporarie
 # compares the plan with torch.cuda.max_memory_reserved() to replace them.
 GPU_FIXED = GIB
 GPU_FRAGMENTATION = 0.05
-# Total memory of common GPUs, MiB as nvidia-smi reports it.
-GPUS = {
-    "H200": 143771, "B200": 183359, "H100": 81559, "H800": 81559, "A100-80GB": 81920,
-    "A100": 40960, "A100-40GB": 40960, "L40S": 46068, "L40": 46068, "A6000": 49140,
-    "V100": 32768, "A10G": 23028, "A10": 23028, "L4": 23034, "RTX4090": 24564,
-    "T4": 15360, "MI300X": 196592,
-}  # fmt: skip
 
 
-def parse_memory(text: str) -> int:
-    """``"80GiB"``, ``"80GB"``, ``"81559MiB"`` or a GPU name from GPUS -> bytes."""
-    name = text.strip().upper().replace(" ", "").replace("NVIDIA", "")
-    if name in GPUS:
-        return GPUS[name] * 1024**2
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(GIB|GB|MIB|MB|TIB|TB)", name)
-    if match is None:
-        raise GenieError(
-            _("--gpu-memory {v}: give a size such as 80GiB or 40GB, or a GPU: {g}").format(
-                v=text, g=", ".join(sorted(GPUS))
-            )
-        )
-    unit = {"GIB": GIB, "GB": 10**9, "MIB": 1024**2, "MB": 10**6, "TIB": 1024**4,
-            "TB": 10**12}[match.group(2)]  # fmt: skip
-    return int(float(match.group(1)) * unit)
+def parse_memory(text: str) -> int | None:
+    """``--gpu-memory``'s value in bytes, judged as genie new judges the answer (a
+    SpecError otherwise); None for an empty one."""
+    from genie.spec.questions import FIELD_BY_NAME
+
+    answer = FIELD_BY_NAME["gpu_memory"].parse(text)
+    return None if answer is None else memory_bytes(answer)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ class Spec:
     master_port: int | None
     rdzv: str | None
     gpus_per_node: int
+    gpu_memory: str | None  # "80GiB" or a GPU's name; None: not known (no verdict)
     torch: str
     python: str
     task: str

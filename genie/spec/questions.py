@@ -10,6 +10,7 @@ from genie import compat, contract, i18n
 from genie.detect import Machine
 from genie.i18n import _
 from genie.registry import FRAMEWORKS, STRATEGIES, TASKS
+from genie.spec import gpus
 from genie.spec.cluster import CLUSTER_FIELDS, SCHEDULER, kubernetes
 from genie.spec.fields import (
     Answers,
@@ -57,6 +58,14 @@ def _nearest_python(python: str, answers: Answers) -> str | None:
 
 def _default_nproc(answers: Answers, machine: Machine) -> int:
     return int(answers.get("gpus_per_node") or 0) or contract.CPU_PROCESSES
+
+
+def _on_gpus(answers: Answers) -> bool:
+    return bool(answers.get("gpus_per_node"))
+
+
+def _detected_gpu_memory(answers: Answers, machine: Machine) -> str | None:
+    return gpus.as_answer(machine.gpu_memory) if machine.gpu_memory else None
 
 
 def _default_precision(answers: Answers, machine: Machine) -> str:
@@ -147,6 +156,13 @@ FIELDS: tuple[Field, ...] = (
         "gpus_per_node", int, _("GPUs per node?"),
         _("0 trains on CPU with the gloo backend; GPUs use NCCL, one process per GPU."),
         default=lambda answers, machine: machine.gpus, minimum=0, maximum=64,
+    ),
+    Field(
+        "gpu_memory", str, _("Memory of each GPU (empty: not known)?"),
+        _("A size such as 80GiB, or a GPU such as H100: genie then says whether the model "
+          "fits (genie plan)."),
+        default=_detected_gpu_memory, check=gpus.check_gpu_memory, optional=True,
+        applies=_on_gpus, not_applicable=_("only applies with GPUs (--gpus-per-node 1 or more)"),
     ),
     Field(
         "torch", str, _("PyTorch version?"),

@@ -160,3 +160,24 @@ def suggestion_setup(flags: str) -> dict:
             "precision": words[words.index("--precision") + 1],
             "checkpointing": "--activation-checkpointing" in words,
             "batch": int(words[words.index("--batch-size") + 1])}  # fmt: skip
+
+
+def test_genie_new_says_whether_it_fits_and_genie_plan_reads_the_answer(tmp_path):
+    """The summary of genie new --yes traces the project it is about to write against the
+    GPUs' memory answered, and prints the verdict and the changes (the wizard offers the
+    first one that fits); genie plan then takes that memory from the project's answers."""
+    flags = (*TOPOLOGY, "--scheduler", "none", "--batch-size", "65536", "--gpu-memory",
+             "1100MiB")  # fmt: skip
+    new = run_genie("new", "big", "--yes", "--no-smoke", *flags, cwd=tmp_path, **CPU_ENV)
+    assert new.returncode == 0, new.stdout + new.stderr
+    lines = new.stdout.splitlines()
+    peak = next(line for line in lines if line.startswith("Peak memory per rank (genie plan)"))
+    assert "does not fit in 1.07 GiB" in new.stdout
+    fits = [line.strip() for line in lines if line.strip().startswith("✓")]
+    assert fits and fits[0].startswith("✓ micro-batch 16384, accumulating 4")
+    assert fits[0].endswith("--batch-size 16384 --grad-accum 4")
+    plan = run_genie("plan", str(tmp_path / "big"), "--json", **CPU_ENV)
+    assert plan.returncode == 1, plan.stderr  # 1: does not fit
+    report = json.loads(plan.stdout)
+    assert report["gpu_memory"] == 1100 * 2**20
+    assert f"{report['ranks'][0]['total'] / 2**30:.2f} GiB" in peak
