@@ -14,8 +14,8 @@ from genie.i18n import _
     help=_(
         "Explain a failed run from its log: a torchrun, SLURM or genie smoke output file (or - "
         "for standard input), with the likely cause and the fix of every known failure in it."
-        "\n\nExit status: 0 when something is explained, 1 when no known failure matched, 2 on "
-        "bad input."
+        "\n\nExit status: 0 when something is explained (or the log says the run ended with "
+        "exit 0), 1 when no known failure matched, 2 on bad input."
     )
 )
 @click.argument(

@@ -103,11 +103,19 @@ def report(result: SmokeResult, target: Path) -> None:
 
 def explain(log: Path) -> None:
     """``genie explain LOG``: the known failures in a log (``-``: standard input), with their
-    fixes; NothingMatched when there is none."""
+    fixes; NothingMatched when there is none. A log whose launch script says torchrun
+    exited 0 gets no diagnosis."""
     from genie import ui
     from genie.smoke import signatures
 
     text = _read(log)
+    end = signatures.ended(text)
+    if end is not None and end[1] == 0:  # nothing failed: say so, not what merely looks bad
+        line = _("The run ended normally (torchrun exited 0 on {h}): nothing to explain.")
+        ui.console().print("\n" + line.format(h=end[0]), markup=False, soft_wrap=True)
+        for note in signatures.harmless(text):
+            ui.console().print("  " + note, markup=False, style="dim", soft_wrap=True)
+        return
     # a faulthandler dump in the log: the run was stopped while a rank hung
     hung = "(most recent call first)" in text
     found = signatures.explain(text, returncode=1, timed_out=hung)

@@ -97,6 +97,22 @@ SIGNATURES: tuple[Signature, ...] = (
         _("look at node 0's log first; restart node 0, then the others"),
     ),
     Signature(
+        "peer_lost",
+        # gloo, when the process at the other end of a pair went away mid-run: its socket
+        # closed (FIN) or reset (RST)
+        r"(?:Connection closed by peer|Read error|Connection reset by peer) "
+        r"\[(?P<peer>[\w.:-]+)\]",
+        _(
+            "the process at {peer} went away mid-run (killed, crashed, out of memory, or its "
+            "node lost): this rank's error is what that loss left here, not a bug in its code"
+        ),
+        _(
+            "read the log of the node with address {peer} first (genie explain on it); with "
+            "--rdzv c10d, starting that node again with the same command lets training resume "
+            "from the last checkpoint"
+        ),
+    ),
+    Signature(
         "rendezvous_timeout",
         r"RendezvousTimeoutError|client socket has timed out after .*connect to|"
         r"DistStoreError: .*[Tt]imed? ?out|Timed out after \d+ seconds waiting for clients|"

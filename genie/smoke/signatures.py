@@ -11,7 +11,27 @@ from genie.i18n import _
 from genie.smoke.known_failures import SIGNATURES, Explanation, Signature
 from genie.smoke.torchrun_output import main_stacks, strip_prefixes
 
-__all__ = ["SIGNATURES", "Explanation", "Signature", "explain"]
+__all__ = ["SIGNATURES", "Explanation", "Signature", "explain", "ended", "harmless"]
+
+# The last line a project's launch script prints (partials/start.sh.j2).
+_ENDED = re.compile(r"^launch: torchrun on (?P<host>\S+) exited (?P<status>\d+)$", re.MULTILINE)
+# What torch prints in runs that go well, and why it does no harm.
+HARMLESS = (
+    (
+        r"\[c10d\] The hostname of the client socket cannot be retrieved",
+        _(
+            "'[c10d] The hostname of the client socket cannot be retrieved' is harmless: torch "
+            "looks up a name for each peer's address, and these have none in DNS"
+        ),
+    ),
+    (
+        r"recvValueWithTimeout failed|failed to shutdown the rendezvous",
+        _(
+            "a TCPStore error at the end of a run that exited 0 is harmless: node 0's store "
+            "closed while this node's agent was saying goodbye"
+        ),
+    ),
+)
 
 # Used when nothing more specific matched: the exception a rank raised.
 _RAISED = Signature(
@@ -25,11 +45,12 @@ _RAISED = Signature(
 def explain(
     output: str, returncode: int | None, timed_out: bool = False, project: Path | None = None
 ) -> list[Explanation]:
-    """Every known signature found in a failed run's output, in table order; ``project``
-    (where the run's code is) makes the fixes name its files by path."""
+    """Every known signature found in a failed run's output, the first seen first: in a
+    log read in time order the first cause is the root, later ones are often its fallout.
+    ``project`` (where the run's code is) makes the fixes name its files by path."""
     text = strip_prefixes(output)
     where = {"install": compat.install_command(project)}
-    found = []
+    found: list[tuple[int, Explanation]] = []
     for sig in SIGNATURES:
         if sig.timed_out is not None and sig.timed_out != timed_out:
             continue
@@ -40,13 +61,25 @@ def explain(
         if sig.id == "hung":
             values["where"] = _where_ranks_were(output)
         evidence = "" if sig.id == "hung" else _line_at(text, m.start())
-        found.append(_fill(sig, values, evidence))
+        at = len(text) if sig.id == "hung" else m.start()  # the timeout came last
+        found.append((at, _fill(sig, values, evidence)))
     if not found and returncode not in (0, None):
         errors = list(re.finditer(_RAISED.pattern, text, re.MULTILINE))
         if errors:
             m = errors[0]  # the first raised is the root cause; later ones are fallout
-            found.append(_fill(_RAISED, m.groupdict(), m.group(0)))
-    return found
+            found.append((m.start(), _fill(_RAISED, m.groupdict(), m.group(0))))
+    return [e for _at, e in sorted(found, key=lambda pair: pair[0])]
+
+
+def ended(output: str) -> tuple[str, int] | None:
+    """(host, exit status) from the last line the project's launch script printed."""
+    found = list(_ENDED.finditer(strip_prefixes(output)))
+    return (found[-1]["host"], int(found[-1]["status"])) if found else None
+
+
+def harmless(output: str) -> list[str]:
+    """Why each known harmless message in ``output`` does no harm."""
+    return [note for pattern, note in HARMLESS if re.search(pattern, output)]
 
 
 def _fill(sig: Signature, values: dict[str, str], evidence: str) -> Explanation:
