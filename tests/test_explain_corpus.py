@@ -19,6 +19,8 @@ CORPUS = {
     "success-node1.log": (0, "The run ended normally (torchrun exited 0 on node1)"),
     # node 1's host SIGKILLed mid-run: node 0's rank fails in gloo, and that is the news
     "peer-killed-node0.log": (0, "the process at 10.77.0.2 went away mid-run"),
+    # the same, node 1 never back: node 0's torchrun gave up waiting (RDZV_TIMEOUT=20)
+    "peer-never-back-node0.log": (0, "the process at 10.77.0.2 went away mid-run"),
 }
 
 
@@ -34,6 +36,12 @@ def test_each_recorded_log_gets_its_verdict(name):
     assert result.returncode == status, said
     assert said.startswith(first) or said.startswith("Likely cause • " + first), said
     assert "fix that code" not in said and "never met" not in said
+
+
+def test_nodes_that_trained_together_and_lost_one_are_not_told_they_never_met():
+    said = " ".join(run_genie("explain", str(LOGS / "peer-never-back-node0.log")).stdout.split())
+    lost, gone = said.index("went away mid-run"), said.index("had trained together, then lost")
+    assert lost < gone and "exited 0" not in said
 
 
 def test_a_successful_runs_known_noise_is_called_harmless():

@@ -238,7 +238,7 @@ TESTED = {
     # caused for real on separate hosts, in tests/e2e/test_hosts_e2e.py
     "hostname_unresolved", "loopback_peer", "full_mesh", "no_route", "store_closed",
     # recorded on separate hosts: tests/test_explain_corpus.py
-    "peer_lost",
+    "peer_lost", "not_rejoined",
 }  # fmt: skip
 
 

@@ -113,6 +113,20 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
     ),
     Signature(
+        "not_rejoined",
+        # torchrun's workers had run (one failed), then its new rendezvous timed out
+        r"failed \(exitcode: -?\d+\) local_rank[\s\S]*?(?P<at>RendezvousTimeoutError)",
+        _(
+            "the nodes had trained together, then lost one: torchrun restarted the workers and "
+            "waited for every node to rejoin, and one never came back in time"
+        ),
+        _(
+            "start the lost node again with the same command within RDZV_TIMEOUT seconds "
+            "(launch/multi_node.sh reads it; torch's default is 600), and read its log for why "
+            "it went: the cause listed before this one is usually it"
+        ),
+    ),
+    Signature(
         "rendezvous_timeout",
         r"RendezvousTimeoutError|client socket has timed out after .*connect to|"
         r"DistStoreError: .*[Tt]imed? ?out|Timed out after \d+ seconds waiting for clients|"

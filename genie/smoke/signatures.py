@@ -60,14 +60,17 @@ def explain(
         values = {**where, **{k: v for k, v in m.groupdict().items() if v is not None}}
         if sig.id == "hung":
             values["where"] = _where_ranks_were(output)
-        evidence = "" if sig.id == "hung" else _line_at(text, m.start())
-        at = len(text) if sig.id == "hung" else m.start()  # the timeout came last
+        # where it shows: the group named "at", else the whole match; a timeout comes last
+        at = len(text) if sig.id == "hung" else m.start("at" if m.groupdict().get("at") else 0)
+        evidence = "" if sig.id == "hung" else _line_at(text, at)
         found.append((at, _fill(sig, values, evidence)))
     if not found and returncode not in (0, None):
         errors = list(re.finditer(_RAISED.pattern, text, re.MULTILINE))
         if errors:
             m = errors[0]  # the first raised is the root cause; later ones are fallout
             found.append((m.start(), _fill(_RAISED, m.groupdict(), m.group(0))))
+    if any(e.id == "not_rejoined" for _at, e in found):  # they had met: not "never met"
+        found = [(at, e) for at, e in found if e.id != "rendezvous_timeout"]
     return [e for _at, e in sorted(found, key=lambda pair: pair[0])]
 
 

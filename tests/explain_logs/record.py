@@ -54,17 +54,21 @@ def record(case: str, dirs: list[Path], tmp: Path) -> None:
                            logs[k], env) for k in range(2)]  # fmt: skip
             codes = [p.wait(timeout=300) for p in procs]
             assert codes == [0, 0], codes
-        elif case == "peer-killed":
+        elif case in ("peer-killed", "peer-never-back"):
             # node 1's whole host SIGKILLed mid-run (its rank hung at step 10); node 0's log
-            # as it stands 20 s after the loss (its torchrun then waits for node 1 to rejoin)
+            # as it stands 20 s after the loss (its torchrun then waits for node 1 to
+            # rejoin), or (never back) once it gave up waiting, RDZV_TIMEOUT later
+            if case == "peer-never-back":
+                env["RDZV_TIMEOUT"] = "20"
             launch = [["bash", "launch/multi_node.sh", str(k), *ARGS] for k in range(2)]
             node0 = start(net, 0, launch[0], dirs[0], logs[0], env)
             start(net, 1, launch[1], dirs[1], logs[1], {**env, "GENIE_FAULT": "hang:*:10"})
             wait_for(logs[1], "GENIE_FAULT hang", 120)
             net.hosts[1].kill_all()
-            time.sleep(20)
-            net.hosts[0].kill_all()
-            node0.wait(timeout=60)
+            if case == "peer-killed":
+                time.sleep(20)
+                net.hosts[0].kill_all()
+            node0.wait(timeout=180)
             logs[1].unlink()  # a host killed whole: its log says nothing of the loss
     for log in logs:
         if log.exists():
@@ -72,7 +76,7 @@ def record(case: str, dirs: list[Path], tmp: Path) -> None:
             print("wrote", HERE / log.name, file=sys.stderr)
 
 
-CASES = ("success", "peer-killed")
+CASES = ("success", "peer-killed", "peer-never-back")
 
 
 def main() -> None:

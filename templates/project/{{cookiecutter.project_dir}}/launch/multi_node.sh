@@ -29,7 +29,9 @@ node_network "$MASTER_ADDR" || exit 2
 # c10d assigns ranks itself. NODE_RANK says which node hosts the rendezvous store (node 0):
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
-RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 ))"
+# RDZV_TIMEOUT: how long the nodes wait for each other to join, and after a restart to
+# rejoin, in seconds (torch's default).
+RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 )),join_timeout=${RDZV_TIMEOUT:-600}"
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
