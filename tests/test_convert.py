@@ -12,7 +12,7 @@ from pathlib import Path
 import black
 import pytest
 
-from genie.convert import convert, report
+from genie.convert import convert, report, setup
 from genie.errors import GenieError
 
 from .conftest import ROOT, run_genie
@@ -168,9 +168,10 @@ def test_state_dict_saves_and_loads_after_the_wrap_use_the_unwrapped_module():
         model.load_state_dict(torch.load("m.pt"))
         torch.save(model, "whole.pt")
         """)
-    assert "torch.save(model.module.state_dict(), " in out
-    assert "model.module.load_state_dict(" in out
-    assert 'torch.save(model.module, "whole.pt")' in out
+    assert "torch.save(unwrap(model).state_dict(), " in out
+    assert "unwrap(model).load_state_dict(" in out
+    assert 'torch.save(unwrap(model), "whole.pt")' in out
+    assert "    return model.module if isinstance(model, DDP) else model\n" in out
 
 
 def test_attributes_ddp_does_not_forward_go_to_the_unwrapped_model():
@@ -180,8 +181,22 @@ def test_attributes_ddp_does_not_forward_go_to_the_unwrapped_model():
         model.eval()
         n = sum(p.numel() for p in model.parameters())
         """)
-    assert "    z = model.module.decode(x)\n    w = model.module.weight\n" in out
+    assert "    z = unwrap(model).decode(x)\n    w = unwrap(model).weight\n" in out
     assert "    model.eval()\n" in out and "model.parameters()" in out
+
+
+def test_unwrap_gives_a_plain_model_back_as_it_is():
+    """A name that holds a plain model again after training (reloaded whole, as
+    word_language_model does) and a function called with either keep working."""
+    import torch
+
+    namespace: dict = {"torch": torch, "DDP": torch.nn.parallel.DistributedDataParallel}
+    exec(setup.UNWRAP, namespace)
+    plain = torch.nn.Linear(2, 1)
+    wrapped = object.__new__(namespace["DDP"])  # no process group: only its class matters
+    torch.nn.Module.__init__(wrapped)
+    wrapped.module = plain
+    assert namespace["unwrap"](plain) is plain and namespace["unwrap"](wrapped) is plain
 
 
 def test_a_resume_before_the_wrap_keeps_the_plain_model():
@@ -322,7 +337,7 @@ def test_progress_and_files_come_from_rank_0_with_a_barrier_before_reading():
     assert (
         '    if RANK == 0:\n        logging.info("done")\n        with open("log.txt", "w")' in out
     )
-    assert 'torch.save(model.module.state_dict(), "m.pt")\n    dist.barrier()\n' in out
+    assert 'torch.save(unwrap(model).state_dict(), "m.pt")\n    dist.barrier()\n' in out
 
 
 def test_experiment_loggers_exist_and_log_on_rank_0_only():

@@ -1,7 +1,9 @@
 """The trained model is wrapped in DistributedDataParallel where it is final (see
 :mod:`genie.convert.placement`), ``nn.DataParallel`` becomes DDP, and later saves and loads of
-its weights go to the unwrapped module (``model.module``) so checkpoints keep the keys of a
-plain model. A model built again after the wrap (to reload it) is a plain model again.
+its weights go to the plain model inside (``unwrap(model)``) so checkpoints keep the keys of a
+plain model. ``unwrap`` gives a model that is plain already back as it is: the same name may
+hold a plain model again (rebuilt or reloaded after training) and a function may be called
+with either.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from genie.i18n import N_, _
 DATA_PARALLEL = ("DataParallel",)
 WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
 # What DDP answers itself, like the model would; any other attribute (state_dict, a custom
-# method like decode, a submodule) is the model's: DDP does not forward it, so .module.
+# method like decode, a submodule) is the model's: DDP does not forward it, so unwrap().
 DDP_ANSWERS = frozenset(
     "train eval parameters named_parameters buffers named_buffers children named_children "
     "modules named_modules zero_grad to cuda cpu float half double bfloat16 apply "
@@ -208,8 +210,9 @@ class ModelRewrite(Rewrite):
         if name in ("torch.save", "save") and updated.args:
             first = code(updated.args[0].value)
             if first in self.models.keys and self._after_wrap(first):
-                self.ctx.change(original, _("torch.save({m}) saves {m}.module").format(m=first))
-                value = expr(f"{first}.module")
+                self.ctx.change(original, _("torch.save({m}) saves unwrap({m})").format(m=first))
+                self.ctx.uses.add("unwrap")
+                value = expr(f"unwrap({first})")
                 return updated.with_changes(args=[cst.Arg(value), *updated.args[1:]])
         return updated
 
@@ -226,8 +229,9 @@ class ModelRewrite(Rewrite):
                 c=code(original),
             )
         elif attr not in DDP_ANSWERS and self._after_wrap(owner):
-            self.ctx.change(original, _("{m}.{a} -> {m}.module.{a}").format(m=owner, a=attr))
-            return updated.with_changes(value=expr(f"{owner}.module"))
+            self.ctx.change(original, _("{m}.{a} -> unwrap({m}).{a}").format(m=owner, a=attr))
+            self.ctx.uses.add("unwrap")
+            return updated.with_changes(value=expr(f"unwrap({owner})"))
         return updated
 
     def leave_SimpleStatementLine(

@@ -48,6 +48,13 @@ def shard(items: list) -> list:
     return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]
 '''
 
+UNWRAP = '''
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+'''
+
 IMPORTS = {  # name the script must have -> the import that binds it
     "gc": "import gc",
     "os": "import os",
@@ -122,6 +129,8 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     text = BLOCK
     if "shard" in ctx.uses:
         text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1) + SHARD
+    if "unwrap" in ctx.uses:
+        text += UNWRAP
     if decisions.HELPER in ctx.uses:
         text += decisions.CODE
     block = list(cst.parse_module("pass\n" + text).body[1:])  # keeps the comment above

@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 setup_distributed()
 
 device = DEVICE
@@ -118,7 +123,7 @@ try:
         test(test_dataloader, model, loss_fn)
     if RANK == 0:
         print("Done!")
-        torch.save(model.module.state_dict(), "model.pth")
+        torch.save(unwrap(model).state_dict(), "model.pth")
         print("Saved PyTorch Model State to model.pth")
 finally:
     cleanup_distributed()

@@ -29,6 +29,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 def same_on_every_rank(decision: object) -> bool:
     """Rank 0's ``decision``, taken by every process: a branch that holds a collective (a
     barrier, the next training step) must be entered by all processes or by none."""
@@ -61,11 +66,11 @@ def main():
             if same_on_every_rank(loss.item() < best_loss):
                 best_loss = loss.item()
                 if RANK == 0:
-                    torch.save(model.module.state_dict(), "best.pt")
+                    torch.save(unwrap(model).state_dict(), "best.pt")
                 dist.barrier()
                 if RANK == 0:
                     print(f"epoch {epoch}: new best loss {best_loss:.4f}")
-    model.module.load_state_dict(torch.load("best.pt", map_location=DEVICE))
+    unwrap(model).load_state_dict(torch.load("best.pt", map_location=DEVICE))
     if RANK == 0:
         print(f"best loss {best_loss:.4f}")
 

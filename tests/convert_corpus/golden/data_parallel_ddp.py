@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 def main():
     device = DEVICE
     torch.manual_seed(0)
@@ -61,7 +66,7 @@ def main():
     state = (
         model.module.state_dict()
         if isinstance(model, nn.DataParallel)
-        else model.module.state_dict()
+        else unwrap(model).state_dict()
     )
     if RANK == 0:
         torch.save(state, "dp_model.pt")

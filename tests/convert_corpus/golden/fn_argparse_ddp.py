@@ -32,6 +32,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 def parse_args():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
@@ -84,7 +89,7 @@ def main():
         if RANK == 0:
             print(f"epoch {epoch}: loss {loss:.4f}")
     if RANK == 0:
-        torch.save(model.module.state_dict(), args.out)
+        torch.save(unwrap(model).state_dict(), args.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 setup_distributed()
 
 parser = argparse.ArgumentParser()
@@ -106,7 +111,7 @@ try:
                 )
 
         if RANK == 0:
-            torch.save(netG.module.state_dict(), f"{opt.outf}/netG_epoch_{epoch}.pth")
-            torch.save(netD.module.state_dict(), f"{opt.outf}/netD_epoch_{epoch}.pth")
+            torch.save(unwrap(netG).state_dict(), f"{opt.outf}/netG_epoch_{epoch}.pth")
+            torch.save(unwrap(netD).state_dict(), f"{opt.outf}/netD_epoch_{epoch}.pth")
 finally:
     cleanup_distributed()

@@ -37,6 +37,11 @@ def shard(items: list) -> list:
     return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 class RNNModel(nn.Module):
     def __init__(self, ntoken, nhid):
         super().__init__()
@@ -87,7 +92,7 @@ def main():
             if RANK == 0:
                 print(f"epoch {epoch} batch {batch} loss {loss.item():.3f}")
     if RANK == 0:
-        torch.save(model.module.state_dict(), "lm.pt")
+        torch.save(unwrap(model).state_dict(), "lm.pt")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 logger = logging.getLogger(__name__)
 CHECKPOINT = "last.ckpt"
@@ -50,7 +55,7 @@ def main():
     start = 0
     if os.path.exists(CHECKPOINT):
         state = torch.load(CHECKPOINT, map_location=DEVICE)
-        model.module.load_state_dict(state["model"])
+        unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = state["epoch"] + 1
         if RANK == 0:
@@ -67,7 +72,7 @@ def main():
                 if RANK == 0:
                     logger.info("epoch %d step %d loss %.4f", epoch, step, loss.item())
         state = {
-            "model": model.module.state_dict(),
+            "model": unwrap(model).state_dict(),
             "optimizer": optimizer.state_dict(),
         }
         state["epoch"] = epoch

@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -65,7 +70,7 @@ def main():
         if RANK == 0:
             print(f"epoch {epoch} loss {loss.item():.4f}")
     if RANK == 0:
-        torch.save(model.module.state_dict(), "net.pt")
+        torch.save(unwrap(model).state_dict(), "net.pt")
     dist.barrier()
 
     model = Net().to(device)

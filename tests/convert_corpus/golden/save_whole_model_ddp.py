@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 class Regressor(nn.Module):
     def __init__(self):
         super().__init__()
@@ -60,7 +65,7 @@ def run():
             loss.backward()
             optimizer.step()
     if RANK == 0:
-        torch.save(model.module, "regressor.pt")
+        torch.save(unwrap(model), "regressor.pt")
     dist.barrier()
     restored = torch.load("regressor.pt", weights_only=False, map_location=DEVICE)
     if RANK == 0:

@@ -32,6 +32,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 def get_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--epochs", type=int, default=3)
@@ -79,7 +84,7 @@ def main(args):
             )
     if RANK == 0:
         torch.save(
-            {"model": model.module.state_dict(), "optimizer": optimizer.state_dict()},
+            {"model": unwrap(model).state_dict(), "optimizer": optimizer.state_dict()},
             args.out,
         )
 

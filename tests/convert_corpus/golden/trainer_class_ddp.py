@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 class RandomDataset(Dataset):
     def __init__(self, size):
         g = torch.Generator().manual_seed(1)
@@ -76,7 +81,7 @@ class Trainer:
             self._run_batch(source, targets)
 
     def _save_checkpoint(self, epoch):
-        ckp = self.model.module.state_dict()
+        ckp = unwrap(self.model).state_dict()
         if RANK == 0:
             torch.save(ckp, "checkpoint.pt")
             print(f"Epoch {epoch} | Training checkpoint saved at checkpoint.pt")

@@ -34,6 +34,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 setup_distributed()
 
 parser = argparse.ArgumentParser(description="VAE Example")
@@ -125,7 +130,7 @@ if __name__ == "__main__":
             test(epoch)
             with torch.no_grad():
                 sample = torch.randn(64, 8).to(device)
-                sample = model.module.decode(sample).cpu()
+                sample = unwrap(model).decode(sample).cpu()
                 if RANK == 0:
                     torch.save(sample, "results/sample_" + str(epoch) + ".pt")
     finally:

@@ -30,6 +30,11 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP's wrapper; a plain one (rebuilt or reloaded) as it is."""
+    return model.module if isinstance(model, DDP) else model
+
+
 def same_on_every_rank(decision: object) -> bool:
     """Rank 0's ``decision``, taken by every process: a branch that holds a collective (a
     barrier, the next training step) must be entered by all processes or by none."""
@@ -84,10 +89,10 @@ def main():
         if same_on_every_rank(acc > best_acc):
             best_acc = acc
             if RANK == 0:
-                torch.save(model.module.state_dict(), BEST)
+                torch.save(unwrap(model).state_dict(), BEST)
             dist.barrier()
 
-    model.module.load_state_dict(torch.load(BEST, map_location=DEVICE))
+    unwrap(model).load_state_dict(torch.load(BEST, map_location=DEVICE))
     print(f"best val accuracy {evaluate(model, val_loader, device):.3f}")
 
 
