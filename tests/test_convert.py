@@ -199,6 +199,55 @@ def test_unwrap_gives_a_plain_model_back_as_it_is():
     assert namespace["unwrap"](plain) is plain and namespace["unwrap"](wrapped) is plain
 
 
+def test_an_optimizer_chosen_by_name_is_found_and_the_model_wrapped_before_it():
+    out = converted(TRAIN.replace(
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "opt = getattr(torch.optim, name)(model.parameters(), lr=0.1)",
+    ).replace("def main():", "def main(name='SGD'):"))  # fmt: skip
+    assert out.index("model = DDP(") < out.index("opt = getattr(torch.optim, name)(")
+
+
+def test_a_model_that_builds_its_own_optimizer_is_the_one_wrapped():
+    """nanoGPT's model.configure_optimizers(): the model is found through the method, wrapped
+    before it is called, and the call goes to the plain model."""
+    source = TRAIN.replace(
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "opt = model.configure_optimizers(0.1)",
+    ) + textwrap.dedent("""
+        class Net(torch.nn.Linear):
+            def configure_optimizers(self, lr):
+                return torch.optim.AdamW([p for p in self.parameters()], lr=lr)
+        """)  # fmt: skip
+    out = converted(source)
+    assert out.index("model = DDP(") < out.index("opt = unwrap(model).configure_optimizers(0.1)")
+
+
+def test_a_script_refused_for_no_optimizer_still_is():
+    with pytest.raises(GenieError, match="no optimizer over a model's parameters found"):
+        convert("import torch\nmodel = torch.nn.Linear(2, 1)\nprint(model(torch.ones(2)))\n")
+
+
+@pytest.mark.parametrize(
+    ("draw", "helper"),
+    [
+        ("x = torch.randint(0, 8, (2,))", "    torch.manual_seed(seed)\n"),
+        ("x = np.random.randint(0, 8, 2)", "    np.random.seed(seed % 2**32)\n"),
+        ("x = random.sample(range(8), 2)", "    random.seed(seed)\n"),
+    ],
+)
+def test_random_draws_while_training_are_each_ranks_own(draw, helper):
+    """Batches picked at random or noise drawn in the training loop: after the wrap every
+    rank seeds seed + RANK (else all draw the same); data made before it stays the same."""
+    source = "import random\nimport numpy as np\n" + TRAIN.replace(
+        "            model(x).sum().backward()", f"            {draw}\n            model(x).sum().backward()"
+    )  # fmt: skip
+    out = converted(source)
+    assert out.index("model = DDP(") < out.index("seed_each_rank()\n") < out.index(draw)
+    assert "    seed = torch.initial_seed() + RANK\n" + "    torch.manual_seed(seed)\n" in out
+    assert helper in out
+    assert "seed_each_rank" not in converted(TRAIN.replace("list(range(8))", "torch.rand(8)"))
+
+
 def test_a_resume_before_the_wrap_keeps_the_plain_model():
     source = TRAIN.replace(
         "    model = torch.nn.Linear(2, 1).to(device)\n",

@@ -54,6 +54,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     refuse.check(tree, script)
     ctx = base.Context(positions=wrapper.resolve(PositionProvider))
     ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
+    ctx.facts["draws"] = seeds.draws(tree)
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }

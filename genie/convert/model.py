@@ -26,7 +26,7 @@ from genie.convert.base import (
     stmt,
     walk,
 )
-from genie.convert.refuse import OPTIMIZERS, hand_updated
+from genie.convert.refuse import hand_updated
 from genie.i18n import N_, _
 
 DATA_PARALLEL = ("DataParallel",)
@@ -123,7 +123,7 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
         if candidates:
             chosen = [c for c in candidates if c[0] == candidates[0][0]][-1]
         elif built:
-            chosen = _optimizer_after(scopes, built[0], key) or built[0]
+            chosen = placement.optimizer_after(scopes, built[0], key) or built[0]
             if chosen is not built[0]:
                 found.wrap_before.add(id(chosen[1]))
         else:
@@ -132,24 +132,6 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
         found.scope_of[key] = chosen[0]
         if moving and scopes.index(moving[0]) <= scopes.index(chosen):
             found.moved.add(id(chosen[1]))
-
-
-def _optimizer_after(
-    scopes: list[tuple[int, cst.SimpleStatementLine]],
-    built: tuple[int, cst.SimpleStatementLine],
-    key: str,
-) -> tuple[int, cst.SimpleStatementLine] | None:
-    """The statement building ``key``'s optimizer after ``built``, in the same function: a
-    model never moved at top level (moved in a branch, initialised, loaded) is wrapped just
-    before its optimizer, once every rank has done all that to it."""
-    for function, statement in scopes[scopes.index(built) + 1 :]:
-        if function != built[0]:
-            continue
-        for call in calls(statement, *OPTIMIZERS):
-            owners = [code(p.func.value) for p in method_calls(call, "parameters")]  # type: ignore[attr-defined]
-            if key in owners:
-                return function, statement
-    return None
 
 
 def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
@@ -245,6 +227,7 @@ class ModelRewrite(Rewrite):
             return updated
         moved = id(original) in self.models.moved
         wraps = [self._wrap(original, key, moved) for key in keys]
+        wraps += self._seed_each_rank(original)
         if self._is_noop(updated):
             return wraps[0].with_changes(leading_lines=updated.leading_lines)
         if id(original) in self.models.wrap_before:
@@ -252,6 +235,17 @@ class ModelRewrite(Rewrite):
         else:
             self.insert_after(*wraps)
         return updated
+
+    def _seed_each_rank(self, original: cst.CSTNode) -> list[cst.BaseStatement]:
+        """After the last wrap, where the script draws random numbers: every rank its own
+        (else every rank picks the same random batches and the same noise)."""
+        planned = sum(len(keys) for keys in self.models.wrap_at.values())
+        if not self.ctx.facts.get("draws") or len(self.wrapped) != planned:
+            return []
+        self.ctx.uses.add("seed_each_rank")
+        self.ctx.change(original, _("every rank draws its own random numbers from here on "
+                                    "(seed_each_rank(): the seed + RANK)"))  # fmt: skip
+        return [stmt("seed_each_rank()\n")]
 
     def _wrap(self, original: cst.CSTNode, key: str, moved: bool) -> cst.BaseStatement:
         """``key = DDP(key, ...)``, recorded."""
@@ -273,7 +267,8 @@ class ModelRewrite(Rewrite):
         while isinstance(last, (cst.If, cst.Else, cst.With)):
             orelse = last.orelse if isinstance(last, cst.If) else None
             last = orelse or last.body.body[-1]
-        return [self._wrap(last, key, False) for key in self.models.wrap_at.get(id(original), [])]
+        wraps = [self._wrap(last, key, False) for key in self.models.wrap_at.get(id(original), [])]
+        return wraps + self._seed_each_rank(last) if wraps else wraps
 
     def _is_noop(self, statement: cst.SimpleStatementLine) -> bool:
         assigned = _assigned(statement)

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from genie.convert.base import calls, code, method_calls, walk
-from genie.convert.refuse import OPTIMIZERS
+from genie.convert.refuse import optimized as optimized_in
+from genie.convert.refuse import optimizer_calls
 
 Block = tuple[int, list[cst.BaseStatement]]  # (id of the function, or of the module; body)
 PRINTS = ("print",)
@@ -25,13 +26,7 @@ PRINTS = ("print",)
 
 def optimized(module: cst.Module) -> set[str]:
     """Models whose parameters an optimizer updates."""
-    found = set()
-    for call in calls(module, *OPTIMIZERS):
-        if call.args:
-            for params in method_calls(call.args[0], "parameters"):
-                assert isinstance(params.func, cst.Attribute)
-                found.add(code(params.func.value))
-    return found
+    return optimized_in(module)
 
 
 def blocks(module: cst.Module) -> list[Block]:
@@ -57,7 +52,7 @@ def trainers(module: cst.Module) -> set[str]:
         n.name.value
         for n in walk(module)
         if isinstance(n, (cst.FunctionDef, cst.ClassDef))
-        and (method_calls(n, "backward") or calls(n, *OPTIMIZERS))
+        and (method_calls(n, "backward") or optimizer_calls(n))
     }
 
 
@@ -125,14 +120,15 @@ def uses(statement: cst.BaseStatement, key: str, trained_by: set[str]) -> bool:
         return False
     if isinstance(statement, (cst.For, cst.While)):
         return True
-    for call in calls(statement, *OPTIMIZERS):
+    for call in optimizer_calls(statement):
         if any(code(p.func.value) == key for p in method_calls(call, "parameters")):  # type: ignore[attr-defined]
             return True
     for call in (n for n in walk(statement) if isinstance(n, cst.Call)):
         name = code(call.func)
-        if name == key or (
-            name.split(".")[-1] in trained_by and any(mentions(a.value, key) for a in call.args)
-        ):
+        method = name.split(".")[-1]
+        if name == key or (method in trained_by and any(mentions(a.value, key) for a in call.args)):
+            return True
+        if name == f"{key}.{method}" and method in trained_by:  # model.configure_optimizers()
             return True
     return any(isinstance(n, (cst.Return, cst.Yield)) for n in walk(statement))
 
@@ -158,3 +154,21 @@ def final_statement(block: list[cst.BaseStatement], key: str, trained_by: set[st
 def _only_prints(statement: cst.BaseStatement) -> bool:
     found = calls(statement, *PRINTS)
     return bool(found) and isinstance(statement, cst.SimpleStatementLine)
+
+
+def optimizer_after(
+    scopes: list[tuple[int, cst.SimpleStatementLine]],
+    built: tuple[int, cst.SimpleStatementLine],
+    key: str,
+) -> tuple[int, cst.SimpleStatementLine] | None:
+    """The statement building ``key``'s optimizer after ``built``, in the same function: a
+    model never moved at top level (moved in a branch, initialised, loaded) is wrapped just
+    before its optimizer, once every rank has done all that to it."""
+    for function, statement in scopes[scopes.index(built) + 1 :]:
+        if function != built[0]:
+            continue
+        for call in optimizer_calls(statement):
+            owners = [code(p.func.value) for p in method_calls(call, "parameters")]  # type: ignore[attr-defined]
+            if key in owners:
+                return function, statement
+    return None

@@ -59,10 +59,7 @@ def check(module: cst.Module, script: str) -> None:
                     s=script, what=what, instead=instead
                 )
             )
-    optimizers = [
-        c for c in calls(module, *OPTIMIZERS) if c.args and method_calls(c.args[0], "parameters")
-    ]
-    if not optimizers and not hand_updated(module):
+    if not optimized(module) and not hand_updated(module):
         raise GenieError(
             _(
                 "{s}: no optimizer over a model's parameters found (e.g. "
@@ -75,6 +72,58 @@ OPTIMIZERS = (
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "NAdam", "RAdam",
     "LBFGS", "Rprop", "SparseAdam", "Adafactor", "Muon",
 )  # fmt: skip
+
+
+def optimizer_calls(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls below ``node`` that build an optimizer: ``torch.optim.AdamW(...)``, or one
+    chosen by name, ``getattr(optim, args.optim)(...)``."""
+    by_name = [
+        n
+        for n in walk(node)
+        if isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Call)
+        and dotted(n.func.func) == "getattr"
+        and n.func.args
+        and dotted(n.func.args[0].value).split(".")[-1] == "optim"
+    ]
+    return calls(node, *OPTIMIZERS) + by_name
+
+
+def optimizer_methods(module: cst.Module) -> set[str]:
+    """Methods of the script's classes that build an optimizer over their own parameters
+    (nanoGPT's ``model.configure_optimizers(...)``)."""
+    return {
+        method.name.value
+        for cls in walk(module)
+        if isinstance(cls, cst.ClassDef)
+        for method in walk(cls.body)
+        if isinstance(method, cst.FunctionDef)
+        and optimizer_calls(method)
+        and any(
+            code(c.func.value) == "self"  # type: ignore[attr-defined]
+            for c in method_calls(method, "parameters") + method_calls(method, "named_parameters")
+        )
+    }
+
+
+def optimized(node: cst.CSTNode, methods: set[str] | None = None) -> set[str]:
+    """Models below ``node`` whose parameters an optimizer updates: ``model`` in
+    ``torch.optim.SGD(model.parameters())`` or ``model.configure_optimizers()``, where
+    ``methods`` (default: ``node``'s own, a module) are the ones that build optimizers."""
+    if methods is None:
+        methods = optimizer_methods(node) if isinstance(node, cst.Module) else set()
+    found = set()
+    for call in optimizer_calls(node):
+        if call.args:
+            for params in method_calls(call.args[0], "parameters"):
+                assert isinstance(params.func, cst.Attribute)
+                found.add(code(params.func.value))
+    for name in methods:
+        for call in method_calls(node, name):
+            assert isinstance(call.func, cst.Attribute)
+            if code(call.func.value) != "self":
+                found.add(code(call.func.value))
+    return found
 
 
 def hand_updated(module: cst.Module) -> set[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import libcst as cst
 
-from genie.convert import decisions
+from genie.convert import decisions, seeds
 from genie.convert.base import Context, code, dotted, stmt
 from genie.i18n import _
 
@@ -131,6 +131,8 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1) + SHARD
     if "unwrap" in ctx.uses:
         text += UNWRAP
+    if "seed_each_rank" in ctx.uses:
+        text += seeds.each_rank(ctx.facts["draws"])
     if decisions.HELPER in ctx.uses:
         text += decisions.CODE
     block = list(cst.parse_module("pass\n" + text).body[1:])  # keeps the comment above

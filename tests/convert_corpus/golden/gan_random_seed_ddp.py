@@ -33,6 +33,13 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 
 
+def seed_each_rank() -> None:
+    """From here on every rank draws its own random numbers (batches picked at random,
+    noise, dropout): DDP has just made the weights the same on every rank."""
+    seed = torch.initial_seed() + RANK
+    torch.manual_seed(seed)
+
+
 setup_distributed()
 
 parser = argparse.ArgumentParser()
@@ -89,6 +96,7 @@ netG = DDP(netG.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" els
 netD = Discriminator().to(device)
 netD.apply(weights_init)
 netD = DDP(netD.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
+seed_each_rank()
 criterion = nn.BCELoss()
 optimizerD = optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
 optimizerG = optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))

@@ -37,6 +37,13 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if isinstance(model, DDP) else model
 
 
+def seed_each_rank() -> None:
+    """From here on every rank draws its own random numbers (batches picked at random,
+    noise, dropout): DDP has just made the weights the same on every rank."""
+    seed = torch.initial_seed() + RANK
+    torch.manual_seed(seed)
+
+
 setup_distributed()
 
 parser = argparse.ArgumentParser()
@@ -76,6 +83,7 @@ if opt.cuda:
     netG.to(DEVICE)
 netD = DDP(netD.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
 netG = DDP(netG.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
+seed_each_rank()
 
 # setup optimizer
 optimizerD = optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
