@@ -62,3 +62,11 @@ def test_only_the_launch_scripts_last_word_counts():
     assert ended("launch: torchrun on n1 exited 1\nlaunch: torchrun on n1 exited 0\n") == ("n1", 0)
     assert ended("[rank0]: launch: torchrun on n1 exited 0\n") == ("n1", 0)  # torchrun's prefix
     assert ended("echo launch: torchrun on n1 exited 0\n") is None
+
+
+def test_a_rank_that_raised_is_the_cause_not_the_peers_it_left():
+    """Rank 1 raised; rank 0 then lost its peer in gloo: the raise is the news."""
+    log = ("[rank1]: ValueError: injected failure\n"
+           "[rank0]: RuntimeError: [pair.cc:561] Connection closed by peer [10.0.0.2]:1234\n")  # fmt: skip
+    assert [e.cause for e in explain(log, 1)] == ["a rank raised ValueError: injected failure"]
+    assert [e.id for e in explain(log.splitlines(True)[1], 1)] == ["peer_lost"]

@@ -42,6 +42,10 @@ _RAISED = Signature(
 )
 
 
+_FALLOUT = ("peer_lost",)  # what a rank's death leaves on the others
+_LOST_PEER = next(sig.pattern for sig in SIGNATURES if sig.id == "peer_lost")
+
+
 def explain(
     output: str, returncode: int | None, timed_out: bool = False, project: Path | None = None
 ) -> list[Explanation]:
@@ -64,11 +68,15 @@ def explain(
         at = len(text) if sig.id == "hung" else m.start("at" if m.groupdict().get("at") else 0)
         evidence = "" if sig.id == "hung" else _line_at(text, at)
         found.append((at, _fill(sig, values, evidence)))
-    if not found and returncode not in (0, None):
-        errors = list(re.finditer(_RAISED.pattern, text, re.MULTILINE))
+    # A rank that raised (not a connection error: the loss of its peer) is the root cause
+    # when all else found is what its death left on the other ranks.
+    fallout = all(e.id in _FALLOUT for _at, e in found)
+    if fallout and returncode not in (0, None):
+        errors = [m for m in re.finditer(_RAISED.pattern, text, re.MULTILINE)
+                  if not re.search(_LOST_PEER, m.group(0))]  # fmt: skip
         if errors:
             m = errors[0]  # the first raised is the root cause; later ones are fallout
-            found.append((m.start(), _fill(_RAISED, m.groupdict(), m.group(0))))
+            found = [(m.start(), _fill(_RAISED, m.groupdict(), m.group(0)))]
     if any(e.id == "not_rejoined" for _at, e in found):  # they had met: not "never met"
         found = [(at, e) for at, e in found if e.id != "rendezvous_timeout"]
     return [e for _at, e in sorted(found, key=lambda pair: pair[0])]
