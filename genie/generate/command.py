@@ -51,10 +51,11 @@ def _spec(raw: Mapping[str, Any], machine: Machine, ask: bool) -> Spec:
     from genie import ui
     from genie.generate.fit import Verdicts
     from genie.spec import build_spec
+    from genie.wizard import Offer
 
     verdicts = Verdicts()
 
-    def show(spec: Spec) -> tuple[str, dict[str, Any]] | None:
+    def show(spec: Spec) -> Offer | None:
         ui.summary(spec, machine)
         return verdicts.show(spec)  # when the GPUs' memory is known: will it fit?
 

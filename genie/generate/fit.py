@@ -7,13 +7,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
 
 from genie import scratch, ui
 from genie.errors import GenieError
 from genie.i18n import _
 from genie.spec import Spec
 from genie.spec.gpus import memory_bytes
+from genie.wizard import Offer
 
 
 class Verdicts:
@@ -21,9 +21,9 @@ class Verdicts:
     after every change)."""
 
     def __init__(self) -> None:
-        self.offers: dict[Spec, tuple[str, dict[str, Any]] | None] = {}
+        self.offers: dict[Spec, Offer | None] = {}
 
-    def show(self, spec: Spec) -> tuple[str, dict[str, Any]] | None:
+    def show(self, spec: Spec) -> Offer | None:
         """Print whether ``spec``'s model fits its GPUs; return the change that makes it
         fit (a menu line and its answers), or None."""
         if spec not in self.offers:
@@ -31,7 +31,7 @@ class Verdicts:
         return self.offers[spec]
 
 
-def _traced(spec: Spec) -> tuple[str, dict[str, Any]] | None:
+def _traced(spec: Spec) -> Offer | None:
     from genie.plan import command
 
     if spec.gpu_memory is None or spec.strategy is None:  # no size, or DataParallel
