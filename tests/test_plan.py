@@ -169,8 +169,8 @@ def test_counted_states_give_no_verdict(tmp_path):
 def test_genie_new_traces_each_project_shown_once_and_only_with_a_memory_size(
     gpu_machine, monkeypatch, capsys
 ):
-    """The summary's verdict: traced once per project however often the wizard shows it;
-    nothing traced without a memory size, for DataParallel, or where genie's Python has no
+    """The summary's verdict: traced once per project however often the wizard shows it, and
+    printed every time it is shown; nothing traced without a memory size, for DataParallel, or where genie's Python has no
     torch (then one line says how to plan later)."""
     from genie.generate import fit
 
@@ -187,13 +187,18 @@ def test_genie_new_traces_each_project_shown_once_and_only_with_a_memory_size(
     verdicts = fit.Verdicts()
     spec = spec_of(gpu_machine, gpus_per_node=2, gpu_memory="3GiB")
     offer = verdicts.show(spec)
+    first = capsys.readouterr().out
     assert verdicts.show(spec) == offer and len(traced) == 1
+    assert capsys.readouterr().out == first  # shown again, the same lines
     assert traced[0][:2] == ("ddp", 3 * GIB) and "model.py" in traced[0][2]
     assert offer == ("Make it fit: fsdp (1.00 GiB per rank)", command.setup_answers(BASE))
-    assert "does not fit in 3.00 GiB: 2.00 GiB over" in capsys.readouterr().out
+    assert "Peak memory per rank (genie plan): 5.00 GiB" in first
+    assert "does not fit in 3.00 GiB: 2.00 GiB over" in first
     assert verdicts.show(spec_of(gpu_machine, gpus_per_node=2)) is None  # no size
     assert verdicts.show(spec_of(gpu_machine, framework="dp", gpu_memory="H100")) is None
     monkeypatch.setattr(fit.importlib.util, "find_spec", lambda name: None)
     assert verdicts.show(spec_of(gpu_machine, gpus_per_node=4, gpu_memory="H100")) is None
     assert len(traced) == 1
     assert "not planned here (torch is not installed beside genie)" in capsys.readouterr().out
+    verdicts.show(spec_of(gpu_machine, gpus_per_node=4, gpu_memory="H100"))
+    assert "not planned here" in capsys.readouterr().out  # said again when shown again
