@@ -351,6 +351,54 @@ def test_loaders_genie_cannot_shard_safely_are_todos_at_the_spot(change, why):
     assert f"# genie: TODO: loader {why}" in conversion.code
 
 
+LOADER = "loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)"
+
+
+@pytest.mark.parametrize(
+    ("sampler", "drawn"),
+    [
+        ("RandomSampler(data, replacement=True)",
+         "RandomSampler(data, replacement=True, num_samples=per_rank(len(data)), "
+         "generator=rank_generator())"),
+        ("torch.utils.data.RandomSampler(data, True, int(1e10))",
+         "torch.utils.data.RandomSampler(data, True, per_rank(int(1e10)), "
+         "generator=rank_generator())"),
+        ("WeightedRandomSampler(w, num_samples=len(w))",
+         "WeightedRandomSampler(w, num_samples=per_rank(len(w)), generator=rank_generator())"),
+        ("WeightedRandomSampler(w, 80, True)",
+         "WeightedRandomSampler(w, per_rank(80), True, generator=rank_generator())"),
+        ("RandomSampler(data)", None),  # without replacement: a DistributedSampler's job
+        ("RandomSampler(data, replacement=flag)", None),  # not known to draw with replacement
+        ("WeightedRandomSampler(w, 80, replacement=False)", None),
+        ("WeightedRandomSampler(w, 80, generator=g)", None),  # a generator of the script's
+    ],
+)  # fmt: skip
+def test_a_sampler_drawing_with_replacement_draws_each_ranks_share(sampler, drawn):
+    source = TRAIN.replace(LOADER, f"sampler = {sampler}\n    "
+                           "loader = DataLoader(data, batch_size=2, sampler=sampler)")  # fmt: skip
+    conversion = convert(source.format(extra=""))
+    if drawn is None:
+        assert [t.what for t in conversion.todos] == ["loader has its own sampler: make it shard "
+                                                      "by rank (see DistributedSampler)"]  # fmt: skip
+        return
+    assert f"sampler = {drawn}\n" in conversion.code and not conversion.todos
+    assert "DistributedSampler" not in conversion.code and conversion.split
+    assert "def per_rank(" in conversion.code and "def rank_generator(" in conversion.code
+    assert 'WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))' in conversion.code
+
+
+def test_an_endless_loop_over_next_of_a_split_loader_is_split():
+    """minGPT's loop: ``while True`` over ``next(data_iter)``; over anything else it is not."""
+    loop = ("    data_iter = iter(loader)\n    while True:\n        x = next(data_iter)\n"
+            "        model(x).sum().backward()\n        opt.step()\n")  # fmt: skip
+    source = TRAIN.replace("    for epoch in range(2):\n", loop + "    for epoch in range(2):\n")
+    assert not convert(source.format(extra="")).todos
+    other = source.replace("next(data_iter)", "next(stream)")
+    assert [t.what.split(":")[0] for t in convert(other.format(extra="")).todos] == [
+        "this training loop's batches are not split across processes"
+    ]
+
+
 def test_batches_from_a_plain_list_are_shared_out_the_same_count_per_rank():
     source = """\
 import torch

@@ -5,8 +5,9 @@ A loop over a DataLoader (which gets a DistributedSampler) or over a plain list 
 see :mod:`genie.convert.loaders`) is split already. A loop over batch indices,
 ``for i in range(0, data.size(0) - 1, bptt)`` or ``for i in range(n_batches)`` whose index
 slices the data, becomes ``for i in shard(range(...))``: every WORLD_SIZE-th batch, the same
-count on every process. Any other training loop (a generator, a ``while``, full-batch
-training) is a TODO at its line: every process would train on the same data.
+count on every process; a ``while`` loop that takes its batches with ``next()`` from a split
+loader is split too. Any other training loop (a generator, a ``while``, full-batch training)
+is a TODO at its line: every process would train on the same data.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def _visit(node: cst.CSTNode, iters: list[str], split: set[str], found: HandBatc
             if _trains(child) and not any(_trains(n) for n in _loops_below(child)):
                 _judge(child, inner, split, found)
         elif isinstance(child, cst.While) and _trains(child):
-            if not any(_trains(n) for n in _loops_below(child)) and not _reads(iters, split):
+            below = any(_trains(n) for n in _loops_below(child))
+            if not below and not _reads(iters, split) and not _next_of(child, split):
                 found.todo.add(id(child))
         _visit(child, inner, split, found)
 
@@ -97,6 +99,13 @@ def _trains(loop: cst.CSTNode) -> bool:
 def _reads(iters: list[str], split: set[str]) -> bool:
     """Whether one of the enclosing loops' iterables is split data."""
     return any(_names_in(text) & split for text in iters)
+
+
+def _next_of(loop: cst.While, split: set[str]) -> bool:
+    """Whether the loop takes its batches with ``next()`` from split data (an endless
+    ``while True`` over ``next(data_iter)``, ``data_iter = iter(train_loader)``)."""
+    nexts = [c for c in calls(loop.body, "next") if c.args]
+    return any(_names_in(code(c.args[0].value)) & split for c in nexts)
 
 
 def _names_in(text: str) -> set[str]:
@@ -175,3 +184,19 @@ class HandBatchRewrite(Rewrite):
         if id(original) in self.found.todo:
             self.mark_todo(original, NOT_SPLIT)
         return updated
+
+
+class Shard(cst.CSTTransformer):
+    """``names`` -> ``shard(names)``: this rank's share of each list."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value in self.names:
+            return cst.Call(func=cst.Name("shard"), args=[cst.Arg(updated)])
+        return updated
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return False  # in ``x.batches`` the name is an attribute, not the list

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from genie.convert import batches, samplers
 from genie.convert.base import (
     Context,
     Rewrite,
@@ -35,6 +36,7 @@ class Loaders:
     train: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> its name
     evaluation: list[str] = field(default_factory=list)
     todo: dict[int, tuple[str, str]] = field(default_factory=dict)  # call id -> (why not, name)
+    drawn: dict[int, str] = field(default_factory=dict)  # with-replacement sampler id -> loader
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
     unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
@@ -105,6 +107,9 @@ def find(module: cst.Module) -> Loaders:
                 ),
                 name,
             )
+        elif (sampler := samplers.drawn(module, call)) is not None:
+            found.drawn[id(sampler)] = name
+            found.batch = found.batch or _batch(call)
         elif kwarg(call, "sampler") or kwarg(call, "batch_sampler"):
             found.todo[id(call)] = (
                 N_("{n} has its own sampler: make it shard by rank (see DistributedSampler)"),
@@ -112,13 +117,17 @@ def find(module: cst.Module) -> Loaders:
             )
         else:
             found.train[id(call)] = name
-            size = kwarg(call, "batch_size")
-            spread = any(a.star == "**" for a in call.args)
-            found.batch = found.batch or (code(size.value) if size else None if spread else "1")
+            found.batch = found.batch or _batch(call)
             if not _find_epoch_loops(module, found, _aliases(module, name)):
                 found.no_epoch.add(id(call))
     _find_unsharded(module, found, {n for n, _c, _l in every})
     return found
+
+
+def _batch(call: cst.Call) -> str | None:
+    """The loader's batch_size as written; None where a ``**`` may hold it."""
+    size = kwarg(call, "batch_size")
+    return code(size.value) if size else None if any(a.star == "**" for a in call.args) else "1"
 
 
 def known_data(module: cst.Module) -> set[str]:
@@ -200,6 +209,8 @@ class LoaderRewrite(Rewrite):
         self.loaders = loaders
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if id(original) in self.loaders.drawn:
+            return samplers.rewrite(self.ctx, original, updated, self.loaders.drawn[id(original)])
         if id(original) in self.loaders.todo:
             message, loader = self.loaders.todo[id(original)]
             self.mark_todo(original, message, n=loader)
@@ -254,7 +265,7 @@ class LoaderRewrite(Rewrite):
                 n=", ".join(sorted(lists))
             ),
         )
-        return updated.with_changes(iter=updated.iter.visit(_Shard(lists)))
+        return updated.with_changes(iter=updated.iter.visit(batches.Shard(lists)))
 
     def _dataset_name(self, loader: str) -> str:
         base = loader.rpartition(".")[2].replace("loader", "").strip("_")
@@ -282,17 +293,3 @@ class LoaderRewrite(Rewrite):
             )
         body = updated.body.with_changes(body=[*lines, *updated.body.body])
         return updated.with_changes(body=body)
-
-
-class _Shard(cst.CSTTransformer):
-    def __init__(self, names: set[str]) -> None:
-        super().__init__()
-        self.names = names
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        if updated.value in self.names:
-            return cst.Call(func=cst.Name("shard"), args=[cst.Arg(updated)])
-        return updated
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return False  # in ``x.batches`` the name is an attribute, not the list

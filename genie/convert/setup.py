@@ -13,7 +13,7 @@ from typing import Any
 
 import libcst as cst
 
-from genie.convert import decisions, seeds
+from genie.convert import decisions, samplers, seeds
 from genie.convert.base import Context, code, dotted, stmt
 from genie.i18n import _
 
@@ -127,8 +127,12 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     ]
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
     text = BLOCK
+    if ctx.uses & {"shard", "per_rank"}:
+        text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1)
     if "shard" in ctx.uses:
-        text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1) + SHARD
+        text += SHARD
+    if "per_rank" in ctx.uses:
+        text += samplers.HELPERS
     if "unwrap" in ctx.uses:
         text += UNWRAP
     if "seed_each_rank" in ctx.uses:
