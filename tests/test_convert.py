@@ -399,6 +399,43 @@ def test_an_endless_loop_over_next_of_a_split_loader_is_split():
     ]
 
 
+STREAM = """\
+class Stream(IterableDataset):
+    def __iter__(self):
+        yield from range(8)
+
+"""
+
+
+@pytest.mark.parametrize(
+    "dataset",
+    ["Stream()", "load_dataset('c4', split='train', streaming=True)", "Chunks()"],
+)
+def test_a_loader_over_an_iterable_dataset_reads_each_ranks_share_of_it(dataset):
+    subclass = "class Chunks(Stream):\n    pass\n\n"
+    source = (
+        STREAM + subclass + TRAIN.replace(LOADER, f"loader = DataLoader({dataset}, batch_size=2)")
+    )
+    conversion = convert(source.format(extra=""))
+    assert f"loader = DataLoader(RankShard({dataset}), batch_size=2)" in conversion.code
+    assert "DistributedSampler" not in conversion.code and not conversion.todos
+    assert "class RankShard(torch.utils.data.IterableDataset):" in conversion.code
+
+
+@pytest.mark.parametrize(("count", "world"), [(203, 2), (203, 3), (8, 4), (3, 4)])
+def test_rank_shards_are_disjoint_and_the_same_count_on_every_rank(count, world):
+    """An uneven stream: one rank with a batch more would wait forever at the end."""
+    from genie.convert import iterables
+
+    shares = []
+    for rank in range(world):
+        scope = {"torch": __import__("torch"), "RANK": rank, "WORLD_SIZE": world}
+        exec(iterables.HELPER, scope)
+        shares.append(list(scope["RankShard"](range(count))))
+    assert len({len(share) for share in shares}) == 1 and len(shares[0]) == count // world
+    assert len(set().union(*map(set, shares))) == world * (count // world)
+
+
 def test_batches_from_a_plain_list_are_shared_out_the_same_count_per_rank():
     source = """\
 import torch

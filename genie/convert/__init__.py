@@ -97,7 +97,8 @@ def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
                 "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
             ),
         )
-    split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank"}) and not hand.todo
+    split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank", "RankShard"})
+    split = split and not hand.todo
     if not split and not any(change.todo for change in ctx.changes):
         ctx.todo(
             tree,

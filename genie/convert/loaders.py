@@ -9,11 +9,12 @@ parameters, so the metric is the single-process one, and only rank 0 prints it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from genie.convert import batches, samplers
+from genie.convert import batches, iterables, samplers
 from genie.convert.base import (
     Context,
     Rewrite,
@@ -36,7 +37,8 @@ class Loaders:
     train: dict[int, str] = field(default_factory=dict)  # DataLoader call id -> its name
     evaluation: list[str] = field(default_factory=list)
     todo: dict[int, tuple[str, str]] = field(default_factory=dict)  # call id -> (why not, name)
-    drawn: dict[int, str] = field(default_factory=dict)  # with-replacement sampler id -> loader
+    # a with-replacement sampler's or an iterable's loader: call id -> (its rewrite, loader)
+    own: dict[int, tuple[Callable, str]] = field(default_factory=dict)
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
     unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
@@ -100,15 +102,13 @@ def find(module: cst.Module) -> Loaders:
         if not _is_training(name, call, every):
             found.evaluation.append(name)
         elif loops:
-            found.todo[id(call)] = (
-                N_(
-                    "{n} is built inside a loop: build it once, with a DistributedSampler, "
-                    "before the loop"
-                ),
-                name,
-            )
+            found.todo[id(call)] = (N_("{n} is built inside a loop: build it once, with a "
+                                       "DistributedSampler, before the loop"), name)  # fmt: skip
         elif (sampler := samplers.drawn(module, call)) is not None:
-            found.drawn[id(sampler)] = name
+            found.own[id(sampler)] = (samplers.rewrite, name)
+            found.batch = found.batch or _batch(call)
+        elif iterables.dataset(module, call) is not None:
+            found.own[id(call)] = (iterables.rewrite, name)
             found.batch = found.batch or _batch(call)
         elif kwarg(call, "sampler") or kwarg(call, "batch_sampler"):
             found.todo[id(call)] = (
@@ -209,8 +209,9 @@ class LoaderRewrite(Rewrite):
         self.loaders = loaders
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        if id(original) in self.loaders.drawn:
-            return samplers.rewrite(self.ctx, original, updated, self.loaders.drawn[id(original)])
+        if id(original) in self.loaders.own:
+            rewrite, loader = self.loaders.own[id(original)]
+            return rewrite(self.ctx, original, updated, loader)
         if id(original) in self.loaders.todo:
             message, loader = self.loaders.todo[id(original)]
             self.mark_todo(original, message, n=loader)

@@ -13,7 +13,7 @@ from typing import Any
 
 import libcst as cst
 
-from genie.convert import decisions, samplers, seeds
+from genie.convert import decisions, iterables, samplers, seeds
 from genie.convert.base import Context, code, dotted, stmt
 from genie.i18n import _
 
@@ -127,12 +127,14 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     ]
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
     text = BLOCK
-    if ctx.uses & {"shard", "per_rank"}:
+    if ctx.uses & {"shard", "per_rank", "RankShard"}:
         text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1)
     if "shard" in ctx.uses:
         text += SHARD
     if "per_rank" in ctx.uses:
         text += samplers.HELPERS
+    if "RankShard" in ctx.uses:
+        text += iterables.HELPER
     if "unwrap" in ctx.uses:
         text += UNWRAP
     if "seed_each_rank" in ctx.uses:
