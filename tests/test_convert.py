@@ -719,7 +719,7 @@ def test_several_nodes_get_a_multi_node_launcher(script):
 
 GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trained": 2,
         "params_in_sync": True, "first_loss": 0.7, "last_loss": 0.6, "ranks_forwarded": 2,
-        "ranks_allreduced": 2, "inputs_differ": True}  # fmt: skip
+        "ranks_allreduced": 2, "inputs_differ": True, "inputs_shared": 0.0}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -737,6 +737,8 @@ GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trai
         (0, [{**GOOD, "ranks_forwarded": 0}], "only 0 of 2 processes trained through a DDP"),
         (0, [{**GOOD, "ranks_allreduced": 1}], "only 1 of 2 processes all-reduced gradients"),
         (0, [{**GOOD, "inputs_differ": False}], "trained on the same first batch"),
+        (0, [{**GOOD, "inputs_shared": 0.8}], "80% of the batches were trained on by more"),
+        (0, [{**GOOD, "inputs_shared": 0.1}], None),  # a padded last batch or two
     ],
 )
 def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks(
@@ -746,6 +748,15 @@ def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks
 
     problems = check.judge(check.plan(CORPUS / "x.py", [], cpu_machine), returncode, reports)
     assert (problems == []) if problem is None else any(problem in p for p in problems)
+
+
+def test_the_probe_counts_the_batches_more_than_one_rank_trained_on():
+    from genie.convert import probe
+
+    assert probe._shared([["a", "b"], ["c", "d"]]) == 0.0
+    assert probe._shared([["a", "b"], ["a", "b"]]) == 1.0
+    assert probe._shared([["a", "b", "c"], ["a", "d", "e"]]) == 0.2
+    assert probe._shared([[], []]) == 0.0
 
 
 def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):

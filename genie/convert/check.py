@@ -18,6 +18,10 @@ from genie.smoke import process
 from genie.smoke.plan import SmokePlan, SmokeResult
 from genie.smoke.verdict import parse_reports
 
+# The share of training batches more than one process may have trained on: a split loader
+# repeats a few at most (DistributedSampler pads the last batches with the first samples).
+SHARED = 0.2
+
 
 def plan(
     script: Path,
@@ -102,6 +106,11 @@ def _data_parallel_problems(p: SmokePlan, report: dict[str, Any]) -> list[str]:
         )
     if report["ranks_forwarded"] == p.nproc and report["inputs_differ"] is not True:
         problems.append(_("the processes trained on the same first batch: the data is not split"))
+    elif report["ranks_forwarded"] == p.nproc and report["inputs_shared"] > SHARED:
+        problems.append(
+            _("{s:.0%} of the batches were trained on by more than one process: the data is "
+              "not split after the first").format(s=report["inputs_shared"])  # fmt: skip
+        )
     return problems
 
 

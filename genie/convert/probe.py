@@ -3,7 +3,8 @@
 
 Before the script runs, the probe hooks DDP construction (to know the wrapped models, and to
 count their gradient all-reduces through a comm hook), DDP's forward (to count training
-forwards and hash the inputs of the first one), ``Tensor.backward`` (to count steps and see
+forwards and hash the inputs of each: the ranks must train on different batches, the first
+and the rest), ``Tensor.backward`` (to count steps and see
 the loss), ``dist.init_process_group`` (a collective that waits longer than
 ``GENIE_PROBE_COLLECTIVE_TIMEOUT`` seconds fails instead of hanging) and
 ``dist.destroy_process_group``. When the script leaves the process group (or ends without
@@ -35,7 +36,9 @@ KEYS = (
     "ranks_forwarded",
     "ranks_allreduced",
     "inputs_differ",
+    "inputs_shared",
 )
+BATCHES = 4096  # training batches hashed per rank and model
 TIMEOUT_ENV = "GENIE_PROBE_COLLECTIVE_TIMEOUT"
 
 
@@ -48,7 +51,7 @@ class _State:
     judged: bool = False
     forwards: int = 0  # training forwards (grad enabled, train mode) through a DDP model
     allreduces: int = 0  # gradient buckets DDP all-reduced
-    first_inputs: dict[int, str] = field(default_factory=dict)  # DDP model id -> digest
+    inputs: dict[int, list[str]] = field(default_factory=dict)  # DDP model id -> digests
 
 
 STATE = _State()
@@ -90,7 +93,8 @@ def judge() -> None:
         "hashes": [_digest(m) for m in STATE.models],
         "forwards": STATE.forwards,
         "allreduces": STATE.allreduces,
-        "inputs": sorted(STATE.first_inputs.values()),
+        "inputs": sorted(digests[0] for digests in STATE.inputs.values()),
+        "batches": sorted({d for digests in STATE.inputs.values() for d in digests}),
     }
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
@@ -108,10 +112,21 @@ def judge() -> None:
         "ranks_allreduced": sum(1 for r in everyone if r["allreduces"] > 0),
         "inputs_differ": len({tuple(r["inputs"]) for r in everyone}) == len(everyone)
         and all(r["inputs"] for r in everyone),
+        "inputs_shared": _shared([r["batches"] for r in everyone]),
         "first_loss": STATE.first_loss,
         "last_loss": STATE.last_loss,
     }
     print(MARKER + json.dumps(report), flush=True)
+
+
+def _shared(batches: list[list[str]]) -> float:
+    """The share of the training batches that more than one rank trained on: 0 where the
+    data is split, 1 where every rank trains on the same."""
+    seen: dict[str, int] = {}
+    for digests in batches:
+        for digest in digests:
+            seen[digest] = seen.get(digest, 0) + 1
+    return sum(1 for n in seen.values() if n > 1) / len(seen) if seen else 0.0
 
 
 def _counting_allreduce(state: Any, bucket: Any) -> Any:
@@ -141,8 +156,9 @@ def _watch_ddp() -> None:
     def ddp_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.training and torch.is_grad_enabled():
             STATE.forwards += 1
-            if id(self) not in STATE.first_inputs:
-                STATE.first_inputs[id(self)] = _inputs_digest((args, kwargs)).hexdigest()
+            digests = STATE.inputs.setdefault(id(self), [])
+            if len(digests) < BATCHES:
+                digests.append(_inputs_digest((args, kwargs)).hexdigest())
         return forward(self, *args, **kwargs)
 
     DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]

@@ -54,7 +54,7 @@ def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path,
     assert report["world_size"] == 2 and report["backend"] == "gloo"
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
     assert report["ranks_forwarded"] == 2 and report["ranks_allreduced"] == 2
-    assert report["inputs_differ"] is True
+    assert report["inputs_differ"] is True and report["inputs_shared"] <= check.SHARED
 
 
 @pytest.mark.parametrize("name", sorted(FLAGGED))
@@ -84,6 +84,37 @@ def test_the_check_fails_each_wrong_conversion_of_the_issues_shapes(name):
     result = check.run(script, [], CPU, 30)
     assert not result.passed
     assert any(BEFORE[name] in problem for problem in result.problems), result.problems
+
+
+SPLIT_ONLY_FIRST = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.randn(40, 4)
+for step in range(10):  # the first batch differs per rank, the nine after it do not
+    x = data[step * 4 : step * 4 + 4] + (dist.get_rank() if step == 0 else 0)
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+dist.destroy_process_group()
+"""
+
+
+def test_the_check_fails_when_only_the_first_batch_differs_across_ranks(tmp_path):
+    script = tmp_path / "first_only_ddp.py"
+    script.write_text(SPLIT_ONLY_FIRST)
+    result = check.run(script, [], CPU, TIMEOUT)
+    assert result.report["inputs_differ"] is True  # the first batch alone would pass
+    assert result.problems == [
+        "82% of the batches were trained on by more than one process: the data is not split "
+        "after the first"
+    ]
 
 
 def test_the_check_fails_when_the_ranks_end_with_different_parameters(tmp_path):
