@@ -245,7 +245,22 @@ def test_random_draws_while_training_are_each_ranks_own(draw, helper):
     assert out.index("model = DDP(") < out.index("seed_each_rank()\n") < out.index(draw)
     assert "    seed = torch.initial_seed() + RANK\n" + "    torch.manual_seed(seed)\n" in out
     assert helper in out
-    assert "seed_each_rank" not in converted(TRAIN.replace("list(range(8))", "torch.rand(8)"))
+    seeded = TRAIN.replace("    device =", "    torch.manual_seed(0)\n    device =")
+    assert "seed_each_rank" not in converted(seeded.replace("list(range(8))", "torch.rand(8)"))
+
+
+def test_an_unseeded_script_starts_every_rank_from_rank_0s_seed():
+    """Data drawn before the wrap (regression's random target function in pytorch/examples)
+    must be the same on every rank; after the wrap each rank draws its own."""
+    out = converted(TRAIN.replace("list(range(8))", "torch.rand(8)"))
+    assert (
+        '    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")\n'
+        "    torch.manual_seed(shared_seed())"
+    ) in out
+    assert "def shared_seed() -> int:" in out
+    assert out.index("model = DDP(") < out.index("seed_each_rank()\n")
+    seeded = TRAIN.replace("    device =", "    torch.manual_seed(0)\n    device =")
+    assert "shared_seed" not in converted(seeded)
 
 
 def test_a_resume_before_the_wrap_keeps_the_plain_model():

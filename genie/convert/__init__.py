@@ -54,7 +54,10 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     refuse.check(tree, script)
     ctx = base.Context(positions=wrapper.resolve(PositionProvider))
     ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
-    ctx.facts["draws"] = seeds.draws(tree)
+    ctx.facts["seeding"] = seeds.seeding(tree)
+    # unseeded, every rank starts from rank 0's seed (setup); after the wrap each its own
+    unseeded = {"torch": "torch"} if ctx.facts["seeding"] == "none" else {}
+    ctx.facts["draws"] = {**unseeded, **seeds.draws(tree)}
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }
@@ -69,7 +72,7 @@ def convert(source: str, script: str = "script.py") -> Conversion:
         found.batch,
         tuple(found.evaluation),
         split=split,
-        seeds=seeds.seeding(wrapper.module),
+        seeds=ctx.facts["seeding"],
     )
 
 
@@ -98,7 +101,7 @@ def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
             ),
         )
     split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank", "RankShard"})
-    split = split and not hand.todo
+    split = (split or hand.drawn) and not hand.todo
     if not split and not any(change.todo for change in ctx.changes):
         ctx.todo(
             tree,
@@ -173,17 +176,22 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
                 "dividing the per-process batch by {w}."
             ).format(b=conversion.batch, w=world)
         )
-    if conversion.seeds != "fixed":
-        how = {
-            "random": _("Seeds: the script seeds from random numbers"),
-            "none": _("Seeds: the script sets no seed"),
-        }[conversion.seeds]
+    if conversion.seeds == "random":
         out.append(
-            how
-            + _(
-                ", so each process builds different initial weights; DDP broadcasts rank 0's "
-                "weights when it wraps each model after its last initialisation or load, so "
-                "every process starts from the same weights."
+            _(
+                "Seeds: the script seeds from random numbers, so each process builds different "
+                "initial weights; DDP broadcasts rank 0's weights when it wraps each model "
+                "after its last initialisation or load, so every process starts from the same "
+                "weights."
+            )
+        )
+    elif conversion.seeds == "none":
+        out.append(
+            _(
+                "Seeds: the script sets no seed, so every process starts from rank 0's random "
+                "seed (shared_seed()): what it draws before training (synthetic data, targets, "
+                "initial weights) is the same on every process; after the models are wrapped "
+                "each process draws its own (seed_each_rank())."
             )
         )
     for name in conversion.evaluation:

@@ -6,8 +6,10 @@ see :mod:`genie.convert.loaders`) is split already. A loop over batch indices,
 ``for i in range(0, data.size(0) - 1, bptt)`` or ``for i in range(n_batches)`` whose index
 slices the data, becomes ``for i in shard(range(...))``: every WORLD_SIZE-th batch, the same
 count on every process; a ``while`` loop that takes its batches with ``next()`` from a split
-loader is split too. Any other training loop (a generator, a ``while``, full-batch training)
-is a TODO at its line: every process would train on the same data.
+loader is split too, and so is a loop that draws its batches at random (each rank draws
+its own after the wrap, see :mod:`genie.convert.seeds`). Any other training loop (a
+generator, a ``while``, full-batch training) is a TODO at its line: every process would
+train on the same data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from genie.convert import seeds
 from genie.convert.base import Context, Rewrite, calls, code, method_calls, walk
 from genie.i18n import N_, _
 
@@ -29,13 +32,15 @@ NOT_SPLIT = N_(
 
 @dataclass
 class HandBatches:
+    module: cst.Module
+    drawn: bool = False  # a training loop draws its batches at random
     ranges: set[int] = field(default_factory=set)  # range(...) call ids to shard
     todo: set[int] = field(default_factory=set)  # training loops left unsplit
 
 
 def find(module: cst.Module, split: set[str]) -> HandBatches:
     """``split``: the names of loaders and lists the other rewrites split already."""
-    found = HandBatches()
+    found = HandBatches(module)
     split = _derived(module, split)
     _visit(module, [], _derived(module, split | _passed(module, split)), found)
     return found
@@ -83,7 +88,8 @@ def _visit(node: cst.CSTNode, iters: list[str], split: set[str], found: HandBatc
                 _judge(child, inner, split, found)
         elif isinstance(child, cst.While) and _trains(child):
             below = any(_trains(n) for n in _loops_below(child))
-            if not below and not _reads(iters, split) and not _next_of(child, split):
+            taken = _reads(iters, split) or _next_of(child, split) or _drawn(child, found)
+            if not below and not taken:
                 found.todo.add(id(child))
         _visit(child, inner, split, found)
 
@@ -101,6 +107,14 @@ def _reads(iters: list[str], split: set[str]) -> bool:
     return any(_names_in(text) & split for text in iters)
 
 
+def _drawn(loop: cst.For | cst.While, found: HandBatches) -> bool:
+    """Whether the loop draws its batches at random (``torch.randn``, random indices, in the
+    loop or a function it calls): after the wrap each rank draws its own (seed_each_rank)."""
+    drawn = bool(seeds.loop_draws(found.module, [loop]))
+    found.drawn = found.drawn or drawn
+    return drawn
+
+
 def _next_of(loop: cst.While, split: set[str]) -> bool:
     """Whether the loop takes its batches with ``next()`` from split data (an endless
     ``while True`` over ``next(data_iter)``, ``data_iter = iter(train_loader)``)."""
@@ -114,7 +128,7 @@ def _names_in(text: str) -> set[str]:
 
 
 def _judge(loop: cst.For, iters: list[str], split: set[str], found: HandBatches) -> None:
-    if _reads(iters, split):
+    if _reads(iters, split) or _drawn(loop, found):
         return
     indices = _batch_indices(loop)
     if indices is not None:

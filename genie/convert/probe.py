@@ -58,8 +58,10 @@ STATE = _State()
 
 
 def _digest(model: Any) -> str:
+    """The parameters' hash. Not the buffers: DDP gives every rank rank 0's at the start of
+    each forward, and the last forward leaves each rank's BatchNorm statistics its own."""
     h = hashlib.sha256()
-    for name, tensor in model.module.state_dict().items():
+    for name, tensor in model.module.named_parameters():
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().view(-1).numpy().tobytes())
     return h.hexdigest()

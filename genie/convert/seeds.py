@@ -45,7 +45,11 @@ def draws(module: cst.Module) -> dict[str, str]:
     backward(), or in a function called there: batches picked at random, noise), each by
     the name it calls it: {"torch": "torch", "numpy": "np", "random": "random"}."""
     loops = [n for n in walk(module) if isinstance(n, (cst.For, cst.While))]
-    training = [loop for loop in loops if method_calls(loop.body, "backward")]
+    return loop_draws(module, [loop for loop in loops if method_calls(loop.body, "backward")])
+
+
+def loop_draws(module: cst.Module, training: list[cst.CSTNode]) -> dict[str, str]:
+    """What :func:`draws` finds in the loops ``training`` and the functions they call."""
     called = {code(c.func) for loop in training for c in walk(loop) if isinstance(c, cst.Call)}
     helpers = [n for n in walk(module) if isinstance(n, cst.FunctionDef) and n.name.value in called]
     found: dict[str, str] = {}

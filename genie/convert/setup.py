@@ -39,6 +39,20 @@ def cleanup_distributed() -> None:
     dist.destroy_process_group()
 '''
 
+INIT = '    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")\n'
+SEED_LINE = (
+    "    torch.manual_seed(shared_seed())  # the script sets no seed: rank 0's, everywhere\n"
+)
+SHARED_SEED = '''
+
+def shared_seed() -> int:
+    """Rank 0's random seed, for every rank: what the script draws before its models are
+    wrapped (synthetic data, targets) must be the same on every rank."""
+    seed = torch.tensor([torch.initial_seed() % 2**62], device=DEVICE)
+    dist.broadcast(seed, src=0)
+    return int(seed.item())
+'''
+
 WORLD_SIZE_LINE = 'WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))\n'
 SHARD = '''
 
@@ -137,6 +151,8 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         text += iterables.HELPER
     if "unwrap" in ctx.uses:
         text += UNWRAP
+    if ctx.facts.get("seeding") == "none":
+        text = text.replace(INIT, INIT + SEED_LINE, 1) + SHARED_SEED
     if "seed_each_rank" in ctx.uses:
         text += seeds.each_rank(ctx.facts["draws"])
     if decisions.HELPER in ctx.uses:

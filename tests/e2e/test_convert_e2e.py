@@ -65,6 +65,40 @@ def test_a_corpus_script_left_with_a_todo_fails_the_check_it_names(tmp_path, nam
     assert any(FLAGGED[name] in problem for problem in result.problems), result.problems
 
 
+THIRD_PARTY = CORPUS / "thirdparty"
+WORDS = ["--epochs", "1", "--emsize", "16", "--nhid", "16", "--batch_size", "4", "--bptt", "8"]
+GAN = ["--dataset", "fake", "--niter", "1", "--dry-run", "--batchSize", "8"]
+CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, where))
+    "pytorch_examples/mnist": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
+    "pytorch_examples/mnist_rnn": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
+    "pytorch_examples/siamese_network": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
+    "pytorch_examples/vae": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
+    "pytorch_examples/regression": ("main.py", [], None),
+    "pytorch_examples/dcgan": ("main.py", GAN, None),
+    "pytorch_examples/word_language_model": ("main.py", WORDS, ("wikitext", "data/wikitext-2")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(tmp_path, case):
+    """As a user would: the script (and its local modules) runs on one process as its README
+    says, then ``genie convert`` rewrites it and proves it on 2 processes."""
+    script, args, data = CASES[case]
+    folder = tmp_path / "work" / Path(case).name
+    shutil.copytree(THIRD_PARTY / case, folder)
+    if data:
+        made = subprocess.run([sys.executable, str(THIRD_PARTY / "fake_data.py"), data[0],
+                               str(folder / data[1])], capture_output=True, text=True)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+    alone = subprocess.run([sys.executable, script, *args], cwd=folder, env=ENV,
+                           capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    said = run_genie("convert", script, "--yes", "--check-args", " ".join(args),
+                     "--check-dir", ".", cwd=folder, **CPU_ENV)  # fmt: skip
+    assert said.returncode == 0, said.stdout[-4000:] + said.stderr[-2000:]
+    assert "TODO" not in said.stdout and "│ verdict │ PASS" in said.stdout
+
+
 BEFORE = {  # shapes as genie converted them before their fix -> what the check finds
     "reload_after_training": "only 0 of 2 processes trained through a DDP model",
     "gan_random_seed": "parameters differ across processes after training",

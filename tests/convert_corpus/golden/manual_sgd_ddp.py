@@ -20,6 +20,7 @@ def setup_distributed() -> None:
     if DEVICE.type == "cuda":
         torch.cuda.set_device(DEVICE)
     dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")
+    torch.manual_seed(shared_seed())  # the script sets no seed: rank 0's, everywhere
 
 
 def cleanup_distributed() -> None:
@@ -27,6 +28,21 @@ def cleanup_distributed() -> None:
     exit otherwise: pytorch/pytorch#190489)."""
     gc.collect()
     dist.destroy_process_group()
+
+
+def shared_seed() -> int:
+    """Rank 0's random seed, for every rank: what the script draws before its models are
+    wrapped (synthetic data, targets) must be the same on every rank."""
+    seed = torch.tensor([torch.initial_seed() % 2**62], device=DEVICE)
+    dist.broadcast(seed, src=0)
+    return int(seed.item())
+
+
+def seed_each_rank() -> None:
+    """From here on every rank draws its own random numbers (batches picked at random,
+    noise, dropout): DDP has just made the weights the same on every rank."""
+    seed = torch.initial_seed() + RANK
+    torch.manual_seed(seed)
 
 
 setup_distributed()
@@ -42,6 +58,7 @@ train_loader = DataLoader(
 
 model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
 model = DDP(model, device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
+seed_each_rank()
 try:
     for epoch in range(2):
         train_loader.sampler.set_epoch(epoch)
