@@ -189,9 +189,18 @@ def test_the_wizard_offers_hsdp_only_across_nodes_with_the_plain_loop(cpu_machin
     assert rules.allowed(field, lightning) == ("ddp", "fsdp")
 
 
-@pytest.mark.parametrize(("task", "lr"), [("custom", 1e-3), ("cv", 1e-3), ("nlp", 5e-5)])
+@pytest.mark.parametrize(
+    ("task", "lr"), [("custom", 1e-3), ("cv", 1e-3), ("nlp", 5e-5), ("llm", 2e-5)]
+)
 def test_the_default_learning_rate_is_sized_per_task(cpu_machine, task, lr):
     """Fine-tuning the nlp task's pretrained transformer at 1e-3 wrecks it: 5e-5 there (the
-    HF Trainer's default); an answer still wins."""
+    HF Trainer's default); an answer still wins. The README says the project's default."""
+    from genie.generate import engine
+
     assert spec_of(cpu_machine, task=task).lr == lr
     assert spec_of(cpu_machine, task=task, lr="3e-4").lr == 3e-4
+    files = engine.render(spec_of(cpu_machine, task=task))
+    assert (
+        f"The learning rate (`--lr`, by default {lr} for this task)" in files["README.md"].decode()
+    )
+    assert f"args.lr = SMOKE_LR if args.smoke else {lr}" in files["config.py"].decode()
