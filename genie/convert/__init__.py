@@ -139,6 +139,22 @@ def unified_diff(conversion: Conversion, before: str, after: str) -> str:
     return "".join(lines)
 
 
+# What the report says of the script's seeds, where it sets none or a random one
+SEEDS = {
+    "random": lambda: _(
+        "Seeds: the script seeds from random numbers, so each process builds different "
+        "initial weights; DDP broadcasts rank 0's weights when it wraps each model after its "
+        "last initialisation or load, so every process starts from the same weights."
+    ),
+    "none": lambda: _(
+        "Seeds: the script sets no seed, so every process starts from rank 0's random seed "
+        "(shared_seed()): what it draws before training (synthetic data, targets, initial "
+        "weights) is the same on every process; after the models are wrapped each process "
+        "draws its own (seed_each_rank())."
+    ),
+}
+
+
 def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> list[str]:
     """The numbered list of changes (lines of ``script``), then what the user should know."""
     out = []
@@ -176,24 +192,8 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
                 "dividing the per-process batch by {w}."
             ).format(b=conversion.batch, w=world)
         )
-    if conversion.seeds == "random":
-        out.append(
-            _(
-                "Seeds: the script seeds from random numbers, so each process builds different "
-                "initial weights; DDP broadcasts rank 0's weights when it wraps each model "
-                "after its last initialisation or load, so every process starts from the same "
-                "weights."
-            )
-        )
-    elif conversion.seeds == "none":
-        out.append(
-            _(
-                "Seeds: the script sets no seed, so every process starts from rank 0's random "
-                "seed (shared_seed()): what it draws before training (synthetic data, targets, "
-                "initial weights) is the same on every process; after the models are wrapped "
-                "each process draws its own (seed_each_rank())."
-            )
-        )
+    if conversion.seeds != "fixed":
+        out.append(SEEDS[conversion.seeds]())
     for name in conversion.evaluation:
         out.append(
             _(

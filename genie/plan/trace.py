@@ -220,11 +220,30 @@ def memory_tracker(net: nn.Module, optimizer: torch.optim.Optimizer, sharded: bo
     if sharded:
         from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
-        return FSDPMemTracker(net, optimizer)
+        return global_peak_only(FSDPMemTracker(net, optimizer))
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = MemTracker()
     tracker.track_external(net, optimizer)
+    return global_peak_only(tracker)
+
+
+def global_peak_only(tracker: MemTracker) -> MemTracker:
+    """The tracker, updating at each operator only the peak genie reads, not also every
+    module's (operators x modules: 25 of a 7B step's 31 s); as it is where it differs."""
+    from copy import deepcopy
+
+    total = getattr(sys.modules[type(tracker).__module__], "_TOTAL_KEY", None)
+    if total is None or not hasattr(tracker, "_peak_mem_snap"):  # its internals since 2.5
+        return tracker
+
+    def update(peak_state: object) -> None:
+        for device, snapshot in tracker._curr_mem_snap.items():
+            if tracker._peak_mem.get(device, 0) < snapshot[total]:
+                tracker._peak_mem[device] = snapshot[total]
+                tracker._peak_mem_snap[device] = deepcopy(snapshot)
+
+    tracker._update_peak_stats = update  # type: ignore[method-assign]
     return tracker
 
 

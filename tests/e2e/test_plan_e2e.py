@@ -18,6 +18,8 @@ from .conftest import CPU_ENV, generate
 
 pytestmark = pytest.mark.e2e
 TOPOLOGY = ("--nodes", "2", "--gpus-per-node", "8", "--master-addr", "10.0.0.1")
+# the tests reading seven_b on one xdist worker: it is planned once, not once per worker
+SEVEN_B = pytest.mark.xdist_group("plan-7b")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,7 @@ def hand_count(report: dict, ranks: int) -> dict[str, int]:
             "optimizer": 2 * count * 4 // ranks + 4 * tensors}  # fmt: skip
 
 
+@SEVEN_B
 def test_a_7b_model_does_not_fit_16_gpus_with_ddp(seven_b):
     report, _project = seven_b
     # 6,738,415,616 parameters: 32 layers of 4H^2 + 3HI + 2H, two V x H tables, a norm
@@ -58,6 +61,7 @@ def test_a_7b_model_does_not_fit_16_gpus_with_ddp(seven_b):
     assert report["method"] == "traced" and report["gpu_memory"] == 80 * 2**30
 
 
+@SEVEN_B
 def test_it_fits_with_fsdp_and_activation_checkpointing(seven_b):
     report, _project = seven_b
     offered = {s["change"]: s for s in report["suggestions"]}
@@ -70,6 +74,7 @@ def test_it_fits_with_fsdp_and_activation_checkpointing(seven_b):
     assert both["activations"] < offered["fsdp"]["activations"] / 4
 
 
+@SEVEN_B
 def test_the_text_report_says_the_same(seven_b, tmp_path):
     """The same plan printed for people, for a project made with the flags that fit."""
     report, project = seven_b

@@ -174,3 +174,31 @@ def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_
     ], other.stdout[-3000:]
     assert 'Traceback (most recent call last):\n  File "' + str(project) not in other.stdout
     assert files(project / "run") == before
+
+
+@pytest.mark.parametrize("variant", ["ddp", "lightning", "hf"])
+def test_a_second_ctrl_c_stops_a_run_stuck_before_its_step_at_once(tmp_path, variant):
+    """Rank 1 stuck in its third step (GENIE_FAULT=hang:1:3), rank 0 waiting for it in a
+    collective: the first Ctrl-C waits for a step boundary that never comes, the second
+    stops every process, exit 130, no traceback."""
+    project = generate(tmp_path, *VARIANTS[variant])
+    log = project / "stuck.log"
+    env = {**os.environ, **CPU_ENV, **THIS_PYTHON, "GENIE_FAULT": "hang:1:3"}
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            ["bash", "launch/single_node.sh", "--smoke", "--tracker", "none"],
+            cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while "GENIE_FAULT hang on rank 1" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(3)
+        assert process.poll() is None, log.read_text()[-3000:]  # no step boundary to stop at
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=60)
+    said = log.read_text()
+    assert code == 130, said[-3000:]
+    assert said.count("Ctrl-C: stopping at the next optimizer step") == 1, said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
