@@ -250,15 +250,14 @@ def test_random_draws_while_training_are_each_ranks_own(draw, helper):
 
 
 def test_an_unseeded_script_starts_every_rank_from_rank_0s_seed():
-    """Data drawn before the wrap (regression's random target function in pytorch/examples)
-    must be the same on every rank; after the wrap each rank draws its own."""
+    """Data drawn once the script runs (regression's random target function in
+    pytorch/examples) must be the same on every rank."""
     out = converted(TRAIN.replace("list(range(8))", "torch.rand(8)"))
     assert (
         '    dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo")\n'
         "    torch.manual_seed(shared_seed())"
     ) in out
     assert "def shared_seed() -> int:" in out
-    assert out.index("model = DDP(") < out.index("seed_each_rank()\n")
     seeded = TRAIN.replace("    device =", "    torch.manual_seed(0)\n    device =")
     assert "shared_seed" not in converted(seeded)
 
@@ -382,6 +381,10 @@ LOADER = "loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)"
          "WeightedRandomSampler(w, num_samples=per_rank(len(w)), generator=rank_generator())"),
         ("WeightedRandomSampler(w, 80, True)",
          "WeightedRandomSampler(w, per_rank(80), True, generator=rank_generator())"),
+        ("RandomSampler(replacement=True, data_source=data)",
+         "RandomSampler(replacement=True, data_source=data, num_samples=per_rank(len(data)), "
+         "generator=rank_generator())"),
+        ("RandomSampler(Sub(data), True)", None),  # its count would build the data again
         ("RandomSampler(data)", None),  # without replacement: a DistributedSampler's job
         ("RandomSampler(data, replacement=flag)", None),  # not known to draw with replacement
         ("WeightedRandomSampler(w, 80, replacement=False)", None),
@@ -400,6 +403,41 @@ def test_a_sampler_drawing_with_replacement_draws_each_ranks_share(sampler, draw
     assert "DistributedSampler" not in conversion.code and conversion.split
     assert "def per_rank(" in conversion.code and "def rank_generator(" in conversion.code
     assert 'WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))' in conversion.code
+
+
+@pytest.mark.parametrize(
+    ("loop", "todo"),
+    [
+        # batch indices with noise drawn beside them: still sharded by index
+        ("    for i in range(0, 64, 8):\n        x = data[i : i + 8] + torch.randn(8, 2)\n", False),
+        # a loop that only counts steps and draws its batches: split by the draws
+        ("    for step in range(10):\n        x = torch.randn(8, 2)\n", False),
+        # data from elsewhere, noise drawn: the data is not split
+        ("    for x in stream():\n        x = x + torch.randn(8, 2)\n", True),
+        ("    while True:\n        x = next(batches) + torch.randn(8, 2)\n", True),
+    ],
+)  # fmt: skip
+def test_only_a_loop_that_reads_no_data_counts_as_split_by_its_draws(loop, todo):
+    source = (
+        "import torch\n\ndef main():\n    torch.manual_seed(0)\n    data = torch.randn(64, 2)\n"
+        "    model = torch.nn.Linear(2, 1)\n    opt = torch.optim.SGD(model.parameters())\n"
+        + loop
+        + "        model(x).sum().backward()\n        opt.step()\n"
+    )
+    conversion = convert(source)
+    assert bool(conversion.todos) is todo, conversion.code
+    assert ("shard(range(0, 64, 8))" in conversion.code) is loop.startswith("    for i in")
+
+
+def test_an_unseeded_script_drawing_its_data_after_the_model_keeps_it_the_same_on_every_rank():
+    source = (
+        "import torch\n\nmodel = torch.nn.Linear(10, 1)\nX = torch.randn(64, 10)\n"
+        "y = X @ torch.randn(10, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i in range(0, 64, 8):\n    model(X[i : i + 8]).sub(y[i : i + 8]).pow(2).mean().backward()\n"
+        "    opt.step()\n"
+    )  # fmt: skip
+    out = convert(source).code
+    assert "torch.manual_seed(shared_seed())" in out and "seed_each_rank" not in out
 
 
 def test_an_endless_loop_over_next_of_a_split_loader_is_split():
@@ -424,10 +462,12 @@ class Stream(IterableDataset):
 
 @pytest.mark.parametrize(
     "dataset",
-    ["Stream()", "load_dataset('c4', split='train', streaming=True)", "Chunks()"],
-)
+    ["Stream()", "load_dataset('c4', split='train', streaming=True)", "Chunks()", "Deep()",
+     "load_dataset('c4', streaming=True)['train'].shuffle(seed=0)"],
+)  # fmt: skip
 def test_a_loader_over_an_iterable_dataset_reads_each_ranks_share_of_it(dataset):
-    subclass = "class Chunks(Stream):\n    pass\n\n"
+    subclass = "".join(f"class {a}({b}):\n    pass\n\n" for a, b in
+                       [("Chunks", "Stream"), ("A", "Chunks"), ("B", "A"), ("Deep", "B")])  # fmt: skip
     source = (
         STREAM + subclass + TRAIN.replace(LOADER, f"loader = DataLoader({dataset}, batch_size=2)")
     )
@@ -447,6 +487,7 @@ def test_rank_shards_are_disjoint_and_the_same_count_on_every_rank(count, world)
         scope = {"torch": __import__("torch"), "RANK": rank, "WORLD_SIZE": world}
         exec(iterables.HELPER, scope)
         shares.append(list(scope["RankShard"](range(count))))
+        assert len(scope["RankShard"](range(count))) == count // world
     assert len({len(share) for share in shares}) == 1 and len(shares[0]) == count // world
     assert len(set().union(*map(set, shares))) == world * (count // world)
 
@@ -752,7 +793,7 @@ GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trai
         (0, [{**GOOD, "ranks_forwarded": 0}], "only 0 of 2 processes trained through a DDP"),
         (0, [{**GOOD, "ranks_allreduced": 1}], "only 1 of 2 processes all-reduced gradients"),
         (0, [{**GOOD, "inputs_differ": False}], "trained on the same first batch"),
-        (0, [{**GOOD, "inputs_shared": 0.8}], "80% of the batches were trained on by more"),
+        (0, [{**GOOD, "inputs_shared": 0.8}], "at 80% of the steps processes trained on"),
         (0, [{**GOOD, "inputs_shared": 0.1}], None),  # a padded last batch or two
     ],
 )
@@ -768,10 +809,13 @@ def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks
 def test_the_probe_counts_the_batches_more_than_one_rank_trained_on():
     from genie.convert import probe
 
-    assert probe._shared([["a", "b"], ["c", "d"]]) == 0.0
-    assert probe._shared([["a", "b"], ["a", "b"]]) == 1.0
-    assert probe._shared([["a", "b", "c"], ["a", "d", "e"]]) == 0.2
-    assert probe._shared([[], []]) == 0.0
+    assert probe._shared([[["a", "b"]], [["c", "d"]]]) == 0.0
+    assert probe._shared([[["a", "b"]], [["a", "b"]]]) == 1.0
+    assert probe._shared([[["a", "b", "c"]], [["a", "d", "e"]]]) == 1 / 3
+    # the same batch at different steps: a shuffled sampler over epochs of batch 1
+    assert probe._shared([[["a", "b"]], [["b", "a"]]]) == 0.0
+    assert probe._shared([[["a"], ["x"]], [["b"], ["x"]]]) == 0.5  # two models
+    assert probe._shared([[[]], [[]]]) == 0.0
 
 
 def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):

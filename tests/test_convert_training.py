@@ -159,7 +159,7 @@ def test_the_report_says_how_initial_weights_agree_when_seeds_differ():
 
     assert seeds("gan_random_seed")[0].startswith("Seeds: the script seeds from random numbers")
     assert seeds("manual_sgd")[0].startswith("Seeds: the script sets no seed")
-    assert "starts from rank 0's random seed (shared_seed())" in seeds("manual_sgd")[0]
+    assert "takes rank 0's random seed when it joins the process group" in seeds("manual_sgd")[0]
     assert seeds("fn_argparse") == []
 
 

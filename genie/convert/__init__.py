@@ -54,10 +54,8 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     refuse.check(tree, script)
     ctx = base.Context(positions=wrapper.resolve(PositionProvider))
     ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
-    ctx.facts["seeding"] = seeds.seeding(tree)
-    # unseeded, every rank starts from rank 0's seed (setup); after the wrap each its own
-    unseeded = {"torch": "torch"} if ctx.facts["seeding"] == "none" else {}
-    ctx.facts["draws"] = {**unseeded, **seeds.draws(tree)}
+    ctx.facts["seeding"] = seeds.seeding(tree)  # unseeded: rank 0's seed on every rank
+    ctx.facts["draws"] = seeds.draws(tree)
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }
@@ -147,10 +145,10 @@ SEEDS = {
         "last initialisation or load, so every process starts from the same weights."
     ),
     "none": lambda: _(
-        "Seeds: the script sets no seed, so every process starts from rank 0's random seed "
-        "(shared_seed()): what it draws before training (synthetic data, targets, initial "
-        "weights) is the same on every process; after the models are wrapped each process "
-        "draws its own (seed_each_rank())."
+        "Seeds: the script sets no seed, so every process takes rank 0's random seed when it "
+        "joins the process group (shared_seed()): what it draws with torch from there on "
+        "(synthetic data, targets, initial weights) is the same on every process, not what "
+        "it draws with NumPy or random, nor at import above the main block."
     ),
 }
 

@@ -120,6 +120,21 @@ def method_calls(node: cst.CSTNode, method: str) -> list[cst.Call]:
     ]
 
 
+def assigned_once(module: cst.Module, value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a name (or attribute) is assigned, where it is assigned once in ``module``;
+    anything else as it is."""
+    if not isinstance(value, (cst.Name, cst.Attribute)):
+        return value
+    assigned = [
+        n.value
+        for n in walk(module)
+        if isinstance(n, cst.Assign)
+        and len(n.targets) == 1
+        and code(n.targets[0].target) == code(value)
+    ]
+    return assigned[0] if len(assigned) == 1 else value
+
+
 def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from genie.convert import seeds
-from genie.convert.base import Context, Rewrite, calls, code, method_calls, walk
+from genie.convert.base import Context, Rewrite, calls, code, dotted, method_calls, walk
 from genie.i18n import N_, _
 
 _LOOPS = (cst.For, cst.While)
@@ -88,7 +88,8 @@ def _visit(node: cst.CSTNode, iters: list[str], split: set[str], found: HandBatc
                 _judge(child, inner, split, found)
         elif isinstance(child, cst.While) and _trains(child):
             below = any(_trains(n) for n in _loops_below(child))
-            taken = _reads(iters, split) or _next_of(child, split) or _drawn(child, found)
+            drawn = not calls(child.body, "next") and _drawn(child, found)  # no other source
+            taken = _reads(iters, split) or _next_of(child, split) or drawn
             if not below and not taken:
                 found.todo.add(id(child))
         _visit(child, inner, split, found)
@@ -108,8 +109,9 @@ def _reads(iters: list[str], split: set[str]) -> bool:
 
 
 def _drawn(loop: cst.For | cst.While, found: HandBatches) -> bool:
-    """Whether the loop draws its batches at random (``torch.randn``, random indices, in the
-    loop or a function it calls): after the wrap each rank draws its own (seed_each_rank)."""
+    """Whether a loop that reads no data draws (``torch.randn``, random indices, in the
+    loop or a function it calls): its batches, then; after the wrap each rank draws its own
+    (seed_each_rank)."""
     drawn = bool(seeds.loop_draws(found.module, [loop]))
     found.drawn = found.drawn or drawn
     return drawn
@@ -128,13 +130,19 @@ def _names_in(text: str) -> set[str]:
 
 
 def _judge(loop: cst.For, iters: list[str], split: set[str], found: HandBatches) -> None:
-    if _reads(iters, split) or _drawn(loop, found):
+    if _reads(iters, split):
         return
     indices = _batch_indices(loop)
     if indices is not None:
         found.ranges.add(id(indices))
-    else:
+    elif not (_counts(loop) and _drawn(loop, found)):
         found.todo.add(id(loop))
+
+
+def _counts(loop: cst.For) -> bool:
+    """Whether the loop only counts steps (``range(n)``, ``count(1)``), reading no data."""
+    it = loop.iter
+    return isinstance(it, cst.Call) and dotted(it.func).rpartition(".")[2] in ("range", "count")
 
 
 def _batch_indices(loop: cst.For) -> cst.Call | None:

@@ -18,8 +18,8 @@ from genie.smoke import process
 from genie.smoke.plan import SmokePlan, SmokeResult
 from genie.smoke.verdict import parse_reports
 
-# The share of training batches more than one process may have trained on: a split loader
-# repeats a few at most (DistributedSampler pads the last batches with the first samples).
+# The share of training steps at which processes may have trained on the same batch: a
+# split loader repeats a few at most (DistributedSampler pads its last batches).
 SHARED = 0.2
 
 
@@ -108,7 +108,7 @@ def _data_parallel_problems(p: SmokePlan, report: dict[str, Any]) -> list[str]:
         problems.append(_("the processes trained on the same first batch: the data is not split"))
     elif report["ranks_forwarded"] == p.nproc and report["inputs_shared"] > SHARED:
         problems.append(
-            _("{s:.0%} of the batches were trained on by more than one process: the data is "
+            _("at {s:.0%} of the steps processes trained on the same batch: the data is "
               "not split after the first").format(s=report["inputs_shared"])  # fmt: skip
         )
     return problems

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from genie.convert.base import Context, code, dotted, kwarg, walk
+from genie.convert.base import Context, assigned_once, code, dotted, kwarg, walk
 from genie.i18n import _
 
 HELPER = '''
@@ -22,6 +22,9 @@ class RankShard(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset) -> None:
         self.dataset = dataset
+
+    def __len__(self) -> int:  # where the dataset has a length
+        return len(self.dataset) // WORLD_SIZE
 
     def __iter__(self):
         group = []
@@ -37,21 +40,35 @@ def _iterable_classes(module: cst.Module) -> set[str]:
     """The script's classes that subclass IterableDataset (or one of those)."""
     classes = [n for n in walk(module) if isinstance(n, cst.ClassDef)]
     found: set[str] = set()
-    for _round in range(3):
-        for node in classes:
-            bases = {dotted(b.value).rpartition(".")[2] for b in node.bases}
-            if bases & (found | {"IterableDataset"}):
-                found.add(node.name.value)
-    return found
+    while True:
+        more = {
+            node.name.value
+            for node in classes
+            if {dotted(b.value).rpartition(".")[2] for b in node.bases}
+            & (found | {"IterableDataset"})
+        }
+        if more <= found:
+            return found
+        found |= more
 
 
 def _streams(value: cst.BaseExpression, classes: set[str]) -> bool:
-    if not isinstance(value, cst.Call):
-        return False
-    if dotted(value.func).rpartition(".")[2] in classes:
-        return True
-    streaming = kwarg(value, "streaming")
-    return streaming is not None and code(streaming.value) == "True"
+    """A call of an iterable class, or ``load_dataset(..., streaming=True)``, also at the
+    root of ``[...]`` and method calls (``load_dataset(...)["train"].shuffle(...)``)."""
+    while True:
+        if isinstance(value, cst.Call):
+            if dotted(value.func).rpartition(".")[2] in classes:
+                return True
+            streaming = kwarg(value, "streaming")
+            if streaming is not None and code(streaming.value) == "True":
+                return True
+            if not isinstance(value.func, cst.Attribute):
+                return False
+            value = value.func.value
+        elif isinstance(value, cst.Subscript):
+            value = value.value
+        else:
+            return False
 
 
 def dataset(module: cst.Module, loader: cst.Call) -> cst.Arg | None:
@@ -60,16 +77,7 @@ def dataset(module: cst.Module, loader: cst.Call) -> cst.Arg | None:
     given = kwarg(loader, "dataset") or next((a for a in loader.args if a.keyword is None), None)
     if given is None or given.star:
         return None
-    value = given.value
-    if isinstance(value, (cst.Name, cst.Attribute)):
-        assigned = [
-            n.value
-            for n in walk(module)
-            if isinstance(n, cst.Assign)
-            and len(n.targets) == 1
-            and code(n.targets[0].target) == code(value)
-        ]
-        value = assigned[0] if len(assigned) == 1 else value
+    value = assigned_once(module, given.value)
     return given if _streams(value, _iterable_classes(module)) else None
 
 

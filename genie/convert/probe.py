@@ -96,7 +96,7 @@ def judge() -> None:
         "forwards": STATE.forwards,
         "allreduces": STATE.allreduces,
         "inputs": sorted(digests[0] for digests in STATE.inputs.values()),
-        "batches": sorted({d for digests in STATE.inputs.values() for d in digests}),
+        "batches": list(STATE.inputs.values()),  # each model's, in the order they were built
     }
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
@@ -121,14 +121,17 @@ def judge() -> None:
     print(MARKER + json.dumps(report), flush=True)
 
 
-def _shared(batches: list[list[str]]) -> float:
-    """The share of the training batches that more than one rank trained on: 0 where the
-    data is split, 1 where every rank trains on the same."""
-    seen: dict[str, int] = {}
-    for digests in batches:
-        for digest in digests:
-            seen[digest] = seen.get(digest, 0) + 1
-    return sum(1 for n in seen.values() if n > 1) / len(seen) if seen else 0.0
+def _shared(ranks: list[list[list[str]]]) -> float:
+    """The share of training steps at which two ranks trained on the same batch (each
+    model's k-th training forward compared across the ranks): 0 where the data is split,
+    1 where every rank trains on the same."""
+    steps = shared = 0
+    for model in range(min(len(r) for r in ranks)):
+        runs = [r[model] for r in ranks]
+        for k in range(min(len(run) for run in runs)):
+            steps += 1
+            shared += len({run[k] for run in runs}) < len(runs)
+    return shared / steps if steps else 0.0
 
 
 def _counting_allreduce(state: Any, bucket: Any) -> Any:

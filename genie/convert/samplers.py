@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from genie.convert.base import Context, code, dotted, kwarg, walk
+from genie.convert.base import Context, assigned_once, code, dotted, kwarg
 from genie.i18n import _
 
 HELPERS = '''
@@ -41,7 +41,9 @@ def _arg(call: cst.Call, name: str, position: int) -> cst.Arg | None:
     found = kwarg(call, name)
     if found is not None:
         return found
-    plain = [a for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args):
+        return None  # *args or **kwargs: not known here
+    plain = [a for a in call.args if a.keyword is None]
     return plain[position] if position < len(plain) else None
 
 
@@ -51,26 +53,25 @@ def drawn(module: cst.Module, loader: cst.Call) -> cst.Call | None:
     given = kwarg(loader, "sampler")
     if given is None:
         return None
-    value = given.value
-    if isinstance(value, (cst.Name, cst.Attribute)):
-        assigned = [
-            n.value
-            for n in walk(module)
-            if isinstance(n, cst.Assign)
-            and len(n.targets) == 1
-            and code(n.targets[0].target) == code(value)
-        ]
-        value = assigned[0] if len(assigned) == 1 else value
-    if not isinstance(value, cst.Call):
+    value = assigned_once(module, given.value)
+    if not isinstance(value, cst.Call) or any(a.star for a in value.args):
         return None
     signature = _SIGNATURES.get(dotted(value.func).rpartition(".")[2])
     if signature is None:
         return None
-    (replacement, _samples, generator), default = signature
+    (replacement, samples, generator), default = signature
     said = _arg(value, "replacement", replacement)
     if not (code(said.value) == "True" if said is not None else default):
         return None
+    if _arg(value, "num_samples", samples) is None and not _named_source(value):
+        return None  # its default count, len(data_source), must be written again
     return value if _arg(value, "generator", generator) is None else None
+
+
+def _named_source(sampler: cst.Call) -> bool:
+    """A RandomSampler's data source given as a name (``len(name)`` is then its count)."""
+    source = _arg(sampler, "data_source", 0)
+    return source is not None and isinstance(source.value, (cst.Name, cst.Attribute))
 
 
 def rewrite(ctx: Context, original: cst.Call, updated: cst.Call, loader: str) -> cst.Call:
@@ -83,8 +84,8 @@ def rewrite(ctx: Context, original: cst.Call, updated: cst.Call, loader: str) ->
     if count is not None:
         shared = cst.parse_expression(f"per_rank({code(count.value)})")
         args[args.index(count)] = count.with_changes(value=shared)
-    else:  # RandomSampler draws len(data_source) by default
-        data = code(args[0].value)
+    else:  # RandomSampler draws len(data_source) by default (a name: see drawn)
+        data = code(_arg(updated, "data_source", 0).value)  # type: ignore[union-attr]
         args.append(_keyword("num_samples", f"per_rank(len({data}))"))
     args.append(_keyword("generator", "rank_generator()"))
     ctx.uses.add("per_rank")

@@ -146,8 +146,8 @@ def test_the_check_fails_when_only_the_first_batch_differs_across_ranks(tmp_path
     result = check.run(script, [], CPU, TIMEOUT)
     assert result.report["inputs_differ"] is True  # the first batch alone would pass
     assert result.problems == [
-        "82% of the batches were trained on by more than one process: the data is not split "
-        "after the first"
+        "at 90% of the steps processes trained on the same batch: the data is not split after "
+        "the first"
     ]
 
 

@@ -12,6 +12,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 # and RANK (among all processes); each process trains on its own device.
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
 RANK = int(os.environ.get("RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 DEVICE = torch.device(f"cuda:{LOCAL_RANK}" if torch.cuda.is_available() else "cpu")
 
 
@@ -27,6 +28,12 @@ def cleanup_distributed() -> None:
     exit otherwise: pytorch/pytorch#190489)."""
     gc.collect()
     dist.destroy_process_group()
+
+
+def shard(items: list) -> list:
+    """This process's share of ``items``, the same count on every process (or they would
+    wait for each other forever at the end)."""
+    return items[RANK::WORLD_SIZE][: len(items) // WORLD_SIZE]
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -86,7 +93,7 @@ def main():
     )
     seed_each_rank()
     optimizer = unwrap(model).configure_optimizers(weight_decay=0.1, learning_rate=3e-3)
-    for it in range(60):
+    for it in shard(range(60)):
         xb, yb = get_batch(data, unwrap(model).block, 8)
         _logits, loss = model(xb, yb)
         optimizer.zero_grad(set_to_none=True)

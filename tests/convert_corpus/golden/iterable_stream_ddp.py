@@ -38,6 +38,9 @@ class RankShard(torch.utils.data.IterableDataset):
     def __init__(self, dataset) -> None:
         self.dataset = dataset
 
+    def __len__(self) -> int:  # where the dataset has a length
+        return len(self.dataset) // WORLD_SIZE
+
     def __iter__(self):
         group = []
         for item in self.dataset:

@@ -38,13 +38,6 @@ def shared_seed() -> int:
     return int(seed.item())
 
 
-def seed_each_rank() -> None:
-    """From here on every rank draws its own random numbers (batches picked at random,
-    noise, dropout): DDP has just made the weights the same on every rank."""
-    seed = torch.initial_seed() + RANK
-    torch.manual_seed(seed)
-
-
 setup_distributed()
 
 device = DEVICE
@@ -58,7 +51,6 @@ train_loader = DataLoader(
 
 model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
 model = DDP(model, device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None)
-seed_each_rank()
 try:
     for epoch in range(2):
         train_loader.sampler.set_epoch(epoch)
