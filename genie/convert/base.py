@@ -120,6 +120,17 @@ def method_calls(node: cst.CSTNode, method: str) -> list[cst.Call]:
     ]
 
 
+def keyword_arg(name: str, value: cst.BaseExpression | str) -> cst.Arg:
+    """``name=value`` as genie writes an argument it adds (a string is parsed)."""
+    if isinstance(value, str):
+        value = cst.parse_expression(value)
+    return cst.Arg(
+        value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+
+
 def assigned_once(module: cst.Module, value: cst.BaseExpression) -> cst.BaseExpression:
     """What a name (or attribute) is assigned, where it is assigned once in ``module``;
     anything else as it is."""

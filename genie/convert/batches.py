@@ -92,6 +92,7 @@ def _visit(node: cst.CSTNode, iters: list[str], split: set[str], found: HandBatc
             taken = _reads(iters, split) or _next_of(child, split) or drawn
             if not below and not taken:
                 found.todo.add(id(child))
+            found.drawn = found.drawn or drawn
         _visit(child, inner, split, found)
 
 
@@ -112,9 +113,7 @@ def _drawn(loop: cst.For | cst.While, found: HandBatches) -> bool:
     """Whether a loop that reads no data draws (``torch.randn``, random indices, in the
     loop or a function it calls): its batches, then; after the wrap each rank draws its own
     (seed_each_rank)."""
-    drawn = bool(seeds.loop_draws(found.module, [loop]))
-    found.drawn = found.drawn or drawn
-    return drawn
+    return bool(seeds.loop_draws(found.module, [loop]))
 
 
 def _next_of(loop: cst.While, split: set[str]) -> bool:
@@ -135,7 +134,9 @@ def _judge(loop: cst.For, iters: list[str], split: set[str], found: HandBatches)
     indices = _batch_indices(loop)
     if indices is not None:
         found.ranges.add(id(indices))
-    elif not (_counts(loop) and _drawn(loop, found)):
+    elif _counts(loop) and _drawn(loop, found):
+        found.drawn = True
+    else:
         found.todo.add(id(loop))
 
 

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from genie.convert.base import DEVICE, Rewrite, code, dotted, expr, kwarg
+from genie.convert.base import DEVICE, Rewrite, code, dotted, expr, keyword_arg, kwarg
 from genie.i18n import _
 
 _GPU_STRING = re.compile(r"^['\"](cuda|gpu)(:\d+)?['\"]$")
@@ -127,7 +127,7 @@ class DeviceRewrite(Rewrite):
             return updated
         if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == DEVICE:
             return updated
-        location = cst.Arg(expr(DEVICE), keyword=cst.Name("map_location"), equal=_EQUAL)
+        location = keyword_arg("map_location", expr(DEVICE))
         others = [a for a in updated.args if a is not arg]
         self.ctx.change(original, _("torch.load gets map_location=DEVICE"))
         return updated.with_changes(args=[*others, location])
@@ -139,8 +139,3 @@ class DeviceRewrite(Rewrite):
         self.ctx.change(original, _("device={d} -> device=DEVICE").format(d=code(arg.value)))
         new = arg.with_changes(value=expr(DEVICE))
         return updated.with_changes(args=[new if a is arg else a for a in updated.args])
-
-
-_EQUAL = cst.AssignEqual(
-    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-)

@@ -21,6 +21,7 @@ from genie.convert.base import (
     calls,
     code,
     dotted,
+    keyword_arg,
     kwarg,
     method_calls,
     stmt,
@@ -234,11 +235,7 @@ class LoaderRewrite(Rewrite):
         if shuffle is None and spread is not None:
             # shuffle may hide in the **kwargs: take it out before they are spread
             flag = f'{code(spread.value)}.pop("shuffle", False)'
-        sampler = cst.Arg(
-            cst.parse_expression(f"DistributedSampler({data}, shuffle={flag})"),
-            keyword=cst.Name("sampler"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-        )
+        sampler = keyword_arg("sampler", f"DistributedSampler({data}, shuffle={flag})")
         at = args.index(spread) if spread is not None else len(args)
         args.insert(at, sampler)
         if id(original) in self.loaders.no_epoch and shuffle is not None:

@@ -8,7 +8,18 @@ from typing import Any
 
 import libcst as cst
 
-from genie.convert.base import RANK, Context, Rewrite, calls, code, dotted, expr, stmt, walk
+from genie.convert.base import (
+    RANK,
+    Context,
+    Rewrite,
+    calls,
+    code,
+    dotted,
+    expr,
+    keyword_arg,
+    stmt,
+    walk,
+)
 from genie.i18n import _
 
 PRINTS = ("print", "pprint", "tqdm.write", "pbar.write")
@@ -158,11 +169,7 @@ class Rank0Rewrite(Rewrite):
             a.keyword is not None and a.keyword.value == "disable" for a in updated.args
         ):
             self.ctx.change(original, _("progress bar on rank 0 only"))
-            disable = cst.Arg(
-                expr(f"{RANK} != 0"),
-                keyword=cst.Name("disable"),
-                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-            )
+            disable = keyword_arg("disable", expr(f"{RANK} != 0"))
             return updated.with_changes(args=[*updated.args, disable])
         return updated
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from genie.convert.base import Context, assigned_once, code, dotted, kwarg
+from genie.convert.base import Context, assigned_once, code, dotted, keyword_arg, kwarg
 from genie.i18n import _
 
 HELPERS = '''
@@ -86,8 +86,8 @@ def rewrite(ctx: Context, original: cst.Call, updated: cst.Call, loader: str) ->
         args[args.index(count)] = count.with_changes(value=shared)
     else:  # RandomSampler draws len(data_source) by default (a name: see drawn)
         data = code(_arg(updated, "data_source", 0).value)  # type: ignore[union-attr]
-        args.append(_keyword("num_samples", f"per_rank(len({data}))"))
-    args.append(_keyword("generator", "rank_generator()"))
+        args.append(keyword_arg("num_samples", f"per_rank(len({data}))"))
+    args.append(keyword_arg("generator", "rank_generator()"))
     ctx.uses.add("per_rank")
     ctx.change(
         original,
@@ -97,14 +97,6 @@ def rewrite(ctx: Context, original: cst.Call, updated: cst.Call, loader: str) ->
         ).format(n=loader),
     )
     return updated.with_changes(args=_commas(args))
-
-
-def _keyword(name: str, value: str) -> cst.Arg:
-    return cst.Arg(
-        cst.parse_expression(value),
-        keyword=cst.Name(name),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
 
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
