@@ -14,7 +14,7 @@ from typing import Any
 
 from genie.convert.base import Change
 from genie.errors import GenieError
-from genie.i18n import _
+from genie.i18n import N_, _
 
 BLACK_LINE_LENGTHS = (88, 100, 120, 79)
 
@@ -139,12 +139,12 @@ def unified_diff(conversion: Conversion, before: str, after: str) -> str:
 
 # What the report says of the script's seeds, where it sets none or a random one
 SEEDS = {
-    "random": lambda: _(
+    "random": N_(
         "Seeds: the script seeds from random numbers, so each process builds different "
         "initial weights; DDP broadcasts rank 0's weights when it wraps each model after its "
         "last initialisation or load, so every process starts from the same weights."
     ),
-    "none": lambda: _(
+    "none": N_(
         "Seeds: the script sets no seed, so every process takes rank 0's random seed when it "
         "joins the process group (shared_seed()): what it draws with torch from there on "
         "(synthetic data, targets, initial weights) is the same on every process, not what "
@@ -191,7 +191,7 @@ def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> l
             ).format(b=conversion.batch, w=world)
         )
     if conversion.seeds != "fixed":
-        out.append(SEEDS[conversion.seeds]())
+        out.append(_(SEEDS[conversion.seeds]))
     for name in conversion.evaluation:
         out.append(
             _(

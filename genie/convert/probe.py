@@ -3,13 +3,12 @@
 
 Before the script runs, the probe hooks DDP construction (to know the wrapped models, and to
 count their gradient all-reduces through a comm hook), DDP's forward (to count training
-forwards and hash the inputs of each: the ranks must train on different batches, the first
-and the rest), ``Tensor.backward`` (to count steps and see
-the loss), ``dist.init_process_group`` (a collective that waits longer than
-``GENIE_PROBE_COLLECTIVE_TIMEOUT`` seconds fails instead of hanging) and
-``dist.destroy_process_group``. When the script leaves the process group (or ends without
-doing so), every rank hashes its live models' parameters; rank 0 gathers every rank's view and
-prints one line: :data:`MARKER` + JSON.
+forwards and hash the inputs of each: the ranks must train on different batches, the first and
+the rest), ``Tensor.backward`` (to count steps and see the loss), ``dist.init_process_group``
+(a collective that waits longer than ``GENIE_PROBE_COLLECTIVE_TIMEOUT`` seconds fails instead
+of hanging) and ``dist.destroy_process_group``. When the script leaves the process group (or
+ends without doing so), every rank hashes its live models' parameters; rank 0 gathers every
+rank's view and prints one line: :data:`MARKER` + JSON.
 """
 
 from __future__ import annotations
@@ -95,7 +94,6 @@ def judge() -> None:
         "hashes": [_digest(m) for m in STATE.models],
         "forwards": STATE.forwards,
         "allreduces": STATE.allreduces,
-        "inputs": sorted(digests[0] for digests in STATE.inputs.values()),
         "batches": list(STATE.inputs.values()),  # each model's, in the order they were built
     }
     everyone: list[Any] = [None] * dist.get_world_size()
@@ -112,13 +110,18 @@ def judge() -> None:
         and all(r["hashes"] == everyone[0]["hashes"] for r in everyone),
         "ranks_forwarded": sum(1 for r in everyone if r["forwards"] > 0),
         "ranks_allreduced": sum(1 for r in everyone if r["allreduces"] > 0),
-        "inputs_differ": len({tuple(r["inputs"]) for r in everyone}) == len(everyone)
-        and all(r["inputs"] for r in everyone),
+        "inputs_differ": _first_batches_differ([r["batches"] for r in everyone]),
         "inputs_shared": _shared([r["batches"] for r in everyone]),
         "first_loss": STATE.first_loss,
         "last_loss": STATE.last_loss,
     }
     print(MARKER + json.dumps(report), flush=True)
+
+
+def _first_batches_differ(ranks: list[list[list[str]]]) -> bool:
+    """Whether every rank trained, each on first batches of its own (each model's first)."""
+    firsts = [tuple(sorted(run[0] for run in runs)) for runs in ranks]
+    return all(firsts) and len(set(firsts)) == len(ranks)
 
 
 def _shared(ranks: list[list[list[str]]]) -> float:
