@@ -114,6 +114,11 @@ MODULES: dict[str, Module] = {
             name="tracking.py", purpose=N_("logging, progress and the experiment tracker (rank 0)")
         ),
         Module(
+            name="speed.py",
+            purpose=N_("tokens/s per device, MFU and peak memory of a language model"),
+            language_model=True,
+        ),
+        Module(
             name="generate.py",
             purpose=N_("a checkpoint completes a prompt, or becomes a Hugging Face folder"),
             language_model=True,
@@ -149,6 +154,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 "dist_utils.py",
                 "hang.py",
                 *_LOOP_MODULES,
+                "speed.py",
                 "generate.py",
             ),
             hsdp=True,
@@ -183,7 +189,15 @@ FRAMEWORKS: dict[str, Framework] = {
             fsdp_title=N_("the Hugging Face Trainer (FSDP)"),
             wrapper="Trainer",
             packages=("transformers", "accelerate"),
-            modules=("config.py", "dist_utils.py", "hang.py", "evaluation.py", "smoke_check.py"),
+            modules=(
+                "config.py",
+                "dist_utils.py",
+                "hang.py",
+                "evaluation.py",
+                "speed.py",
+                "smoke_check.py",
+                "generate.py",
+            ),
             last_checkpoint="checkpoints/checkpoint-N/",
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
@@ -235,11 +249,11 @@ TASKS: dict[str, Task] = {
             lr=2e-5,  # fine-tuning a pretrained LM; pretraining (--from-scratch) wants more
             batch_size=8,  # blocks of --seq-len tokens (1024): 8192 tokens per micro-batch
             language_model=True,
-            frameworks=("ddp",),
+            frameworks=("ddp", "hf"),
             other_frameworks=_(
                 "the llm task is written for --framework ddp (with --strategy ddp, fsdp or "
-                "hsdp); DataParallel copies the whole model to every GPU at every step, and "
-                "the Lightning and HF Trainer versions are not written yet"
+                "hsdp) and --framework hf; DataParallel copies the whole model to every GPU "
+                "at every step, and the Lightning version is not written yet"
             ),
         ),
         Task(

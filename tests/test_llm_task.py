@@ -125,7 +125,34 @@ def test_norms_biases_and_embeddings_are_not_decayed(llm):
     assert "model.lm_head.weight" in found["0.1"]  # a weight matrix: decayed
 
 
-@pytest.mark.parametrize("framework", ["lightning", "hf", "dp"])
+SMOKE_LM = """
+import argparse, json
+import model
+args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32,
+                          lr=1e-3, weight_decay=0.1)
+lm = model.build_model(args, 18)
+"""
+
+
+def test_the_trainer_decays_the_parameters_the_loop_decays(llm, tmp_path):
+    """The Hugging Face Trainer's project (its model: the transformers model itself)
+    decays the same weight matrices as the plain loop's optimizer."""
+    hf = new_project(tmp_path, CPU_MACHINE, task="llm", framework="hf")
+    loop = run_json(llm, SMOKE_LM + """
+import optim
+names = {id(p): n for n, p in lm.model.named_parameters()}
+[decay, _] = optim.build_optimizer(lm, args).param_groups
+print(json.dumps(sorted(names[id(p)] for p in decay["params"])))
+""")  # fmt: skip
+    trainer = run_json(hf, SMOKE_LM + """
+import train
+print(json.dumps(sorted(train.DropLastTrainer.get_decay_parameter_names(None, lm.model))))
+""")  # fmt: skip
+    assert trainer == loop and "lm_head.weight" in loop
+    assert not [n for n in loop if "norm" in n or "embed" in n]
+
+
+@pytest.mark.parametrize("framework", ["lightning", "dp"])
 def test_the_llm_task_is_refused_for_the_frameworks_it_is_not_written_for(cpu_machine, framework):
     with pytest.raises(errors.SpecError) as refused:
         build_spec({"name": "p", "task": "llm", "framework": framework}, cpu_machine)

@@ -68,6 +68,9 @@ LIBRARY_FEATURES: dict[str, tuple[str, Version]] = {
     "hf_fsdp_config": ("transformers", (5, 10)),
     # from_pretrained/from_config(dtype=...); torch_dtype before (transformers PR #39782)
     "hf_dtype": ("transformers", (4, 56)),
+    # Trainer(processing_class=...), renamed from tokenizer=... in 4.46: the 4.41 line
+    # (to 4.48) keeps tokenizer=
+    "hf_processing_class": ("transformers", (4, 49)),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -193,6 +194,43 @@ def test_a_language_models_checkpoint_completes_a_prompt_and_exports(combo_runs,
     assert run.own_tests.returncode == 0, run.own_tests.stdout[-3000:]
     [trained] = run.basetemp.glob("run[0-9]*")
     completes_and_exports(run.project, trained / "checkpoints" / "last.pt", tmp_path / "hf")
+
+
+@combo_group("hf-llm")
+def test_the_trainers_language_model_logs_tokens_and_perplexity(combo_runs):
+    """Under the Hugging Face Trainer: tokens/s per device at every logged step (no MFU
+    on a CPU), perplexity and next-token accuracy at validation, to the log and to
+    TensorBoard; the smoke model learned the next tokens."""
+    run = combo_runs("hf-llm")
+    assert run.new.returncode == 0, run.new.stdout[-4000:] + run.new.stderr
+    logged = [ast.literal_eval(x[x.index("{"):]) for x in run.new.stdout.splitlines()
+              if "{'loss'" in x or "{'eval_loss'" in x]  # fmt: skip
+    steps = [x for x in logged if "loss" in x]
+    assert steps and all(float(x["tokens_per_s"]) > 0 and "mfu" not in x for x in steps)
+    [*_, last] = [x for x in logged if "eval_loss" in x]
+    # per token over the whole set; the Trainer's eval_loss averages the batches' means
+    perplexity = float(last["eval_perplexity"])
+    assert perplexity == pytest.approx(math.exp(float(last["eval_loss"])), rel=0.05)
+    assert float(last["eval_accuracy"]) > 0.5  # next tokens of the smoke text
+    assert run.own_tests.returncode == 0, run.own_tests.stdout[-3000:]
+    [trained] = run.basetemp.glob("run[0-9]*")
+    tags = scalar_tags(trained / "runs")
+    assert {"train/tokens_per_s", "eval/perplexity", "eval/accuracy"} <= tags, tags
+
+
+@combo_group("hf-llm")
+def test_the_trainers_language_model_checkpoint_completes_a_prompt_and_exports(
+    combo_runs, tmp_path
+):
+    """Every checkpoint-N folder of the Trainer is a Hugging Face folder; generate.py
+    completes a prompt from it and exports the model and tokenizer alone."""
+    run = combo_runs("hf-llm")
+    assert run.own_tests.returncode == 0, run.own_tests.stdout[-3000:]
+    [trained] = run.basetemp.glob("run[0-9]*")
+    newest = max((trained / "checkpoints").glob("checkpoint-*"),
+                 key=lambda p: int(p.name.split("-")[1]))  # fmt: skip
+    completes_and_exports(run.project, newest, tmp_path / "hf")
+    assert not (tmp_path / "hf" / "optimizer.pt").exists()
 
 
 def test_a_sharded_language_models_checkpoint_completes_a_prompt_and_exports(tmp_path):
