@@ -47,6 +47,9 @@ class Framework:
     fused_optimizer: bool = True
     fsdp_needs_gpus: str | None = None  # why its FSDP runs only on GPUs
     hsdp: bool = False  # True: --strategy hsdp (sharded in a node, replicated across nodes)
+    # True: a language model trains as the library's own model class (its own shifted
+    # loss, checkpoint folders from_pretrained loads, the library's log dicts)
+    library_lm: bool = False
     warning: str | None = None  # printed when it is chosen
 
     @property
@@ -173,7 +176,9 @@ FRAMEWORKS: dict[str, Framework] = {
                 "optim.py",
                 "evaluation.py",
                 "tracking.py",
+                "speed.py",
                 "smoke_check.py",
+                "generate.py",
             ),
             last_checkpoint="checkpoints/last.ckpt",
             # measured with lightning 2.6: its FSDP strategy refuses accelerator="cpu"
@@ -202,6 +207,7 @@ FRAMEWORKS: dict[str, Framework] = {
             # measured with accelerate 1.15: it silently falls back to DDP on CPU
             fsdp_needs_gpus=N_("the Trainer (accelerate) uses FSDP only on GPUs"),
             trainer=True,
+            library_lm=True,
         ),
         Framework(
             key="dp",
@@ -249,11 +255,10 @@ TASKS: dict[str, Task] = {
             lr=2e-5,  # fine-tuning a pretrained LM; pretraining (--from-scratch) wants more
             batch_size=8,  # blocks of --seq-len tokens (1024): 8192 tokens per micro-batch
             language_model=True,
-            frameworks=("ddp", "hf"),
+            frameworks=("ddp", "lightning", "hf"),
             other_frameworks=_(
-                "the llm task is written for --framework ddp (with --strategy ddp, fsdp or "
-                "hsdp) and --framework hf; DataParallel copies the whole model to every GPU "
-                "at every step, and the Lightning version is not written yet"
+                "the llm task is not written for DataParallel, which copies the whole model "
+                "to every GPU at every step: pass --framework ddp, lightning or hf"
             ),
         ),
         Task(

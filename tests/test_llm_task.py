@@ -152,7 +152,7 @@ print(json.dumps(sorted(train.DropLastTrainer.get_decay_parameter_names(None, lm
     assert not [n for n in loop if "norm" in n or "embed" in n]
 
 
-@pytest.mark.parametrize("framework", ["lightning", "dp"])
+@pytest.mark.parametrize("framework", ["dp"])
 def test_the_llm_task_is_refused_for_the_frameworks_it_is_not_written_for(cpu_machine, framework):
     with pytest.raises(errors.SpecError) as refused:
         build_spec({"name": "p", "task": "llm", "framework": framework}, cpu_machine)

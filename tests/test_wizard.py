@@ -76,11 +76,11 @@ def test_picking_a_task_and_framework_from_the_lists(cpu_machine):
 
 
 def test_the_llm_task_is_offered_the_frameworks_written_for_it(cpu_machine):
-    keys = ENTER * 5 + DOWN * 2 + ENTER + DOWN * 3 + ENTER + ENTER * 20  # llm, then the last
+    keys = ENTER * 5 + DOWN * 2 + ENTER + DOWN * 2 + ENTER + ENTER * 20  # llm, then the last
     spec, asked = run_wizard(cpu_machine, keys)
     assert (spec.task, spec.framework) == ("llm", "hf")
     answers = {"task": "llm", "nodes": 1}
-    assert rules.allowed(build.FIELD_BY_NAME["framework"], answers) == ("ddp", "hf")
+    assert rules.allowed(build.FIELD_BY_NAME["framework"], answers) == ("ddp", "lightning", "hf")
 
 
 def test_dataparallel_skips_the_process_count_and_is_offered_only_on_one_node(cpu_machine):
