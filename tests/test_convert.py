@@ -639,6 +639,10 @@ def test_scripts_with_nothing_to_convert_are_refused(source, message):
 # ---------------------------------------------------------------- the corpus
 
 
+# the tests of the converted corpus share one xdist group: one worker converts it once
+CORPUS_GROUP = pytest.mark.xdist_group("convert-corpus")
+
+
 @pytest.fixture(scope="module")
 def corpus() -> dict:
     return {name: convert((CORPUS / f"{name}.py").read_text(), f"{name}.py") for name in SCRIPTS}
@@ -649,6 +653,7 @@ def test_the_corpus_has_the_styles_the_issue_asks_for():
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+@CORPUS_GROUP
 def test_corpus_conversion_matches_its_golden_output_and_report(corpus, name):
     """Regenerate after an intended change: GENIE_UPDATE_GOLDEN=1 pytest tests/test_convert.py"""
     conversion = corpus[name]
@@ -665,6 +670,7 @@ def test_corpus_conversion_matches_its_golden_output_and_report(corpus, name):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+@CORPUS_GROUP
 def test_every_reported_line_is_a_line_of_code_of_the_script(corpus, name):
     """The report's "line N" is where the changed statement is, not the blank or comment
     line above it that a new statement took over from the one it replaced."""
@@ -676,12 +682,14 @@ def test_every_reported_line_is_a_line_of_code_of_the_script(corpus, name):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
+@CORPUS_GROUP
 def test_corpus_conversion_is_black_clean_and_compiles(corpus, name):
     code = corpus[name].code
     assert black.format_str(code, mode=black.Mode()) == code
     compile(code, name, "exec")
 
 
+@CORPUS_GROUP
 def test_converted_corpus_passes_ruff(corpus, tmp_path):
     for name, conversion in corpus.items():
         (tmp_path / f"{name}_ddp.py").write_text(conversion.code)

@@ -326,6 +326,10 @@ def mid_epoch(tmp_path_factory):
     return project, run.stdout, tmp / "saved.pt"
 
 
+MID_EPOCH = pytest.mark.xdist_group("fsdp-mid-epoch")  # one worker makes the fixture once
+
+
+@MID_EPOCH
 @pytest.mark.parametrize("nproc", [1, 4])
 def test_a_sharded_checkpoint_resumes_at_another_number_of_processes(mid_epoch, tmp_path, nproc):
     """Written by 2 processes mid-epoch, resumed by 1 and by 4: the weights and the
@@ -367,6 +371,7 @@ def test_a_sharded_checkpoint_resumes_at_another_number_of_processes(mid_epoch, 
     assert report["first_loss"] < 3 * max(last_before, 0.05)
 
 
+@MID_EPOCH
 def test_a_full_state_checkpoint_of_earlier_projects_is_converted_once(mid_epoch, tmp_path):
     """genie's FSDP projects before sharded checkpoints wrote last.pt, the whole state on
     rank 0: an upgraded project resumes from it once, as a step folder, and keeps it."""
