@@ -60,9 +60,11 @@ def _sbin(tool: str) -> str:
     return found
 
 
-def start(root: Path, timeout: float = 60, task_plugin: str = "task/none") -> Cluster:
+def start(root: Path, timeout: float = 60, bind_cores: bool = False) -> Cluster:
     """Configure and start a one-node SLURM under ``root``; raises if it does not come up.
-    ``task_plugin="task/affinity"`` binds each step's tasks to the CPUs they were given."""
+    ``bind_cores``: each step's tasks are bound to the cores they were given (task/affinity,
+    as clusters that constrain CPUs do), not left free on every CPU of the node."""
+    task_plugin = "task/affinity\nTaskPluginParam=Cores" if bind_cores else "task/none"
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     node = socket.gethostname().split(".")[0]

@@ -181,7 +181,7 @@ def completes_and_exports(project: Path, checkpoint: Path, folder: Path) -> None
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     words = done.stdout.strip().splitlines()[-1].split()
     assert words[:3] == ["w3", "w4", "w5"] and len(words) == 7, words
-    assert sum(a == b for a, b in zip(words[3:], ["w6", "w7", "w8", "w9"])) >= 3, words
+    assert sum(a == b for a, b in zip(words[3:], ["w6", "w7", "w8", "w9"], strict=True)) >= 3, words
     (project / "same.py").write_text(SAME_LOGITS)
     same = subprocess.run([sys.executable, "same.py", str(checkpoint), str(folder)], cwd=project,
                           env={**os.environ, **OFFLINE}, capture_output=True, text=True)  # fmt: skip

@@ -114,6 +114,36 @@ def test_the_printed_launch_command_is_the_sbatch_line(tmp_path):
     assert "sbatch launch/slurm.sbatch" in Path(tmp_path, "p", "README.md").read_text()
 
 
+EXPORT = 'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"\n'
+WORKERS = "srun --nodes=1 --ntasks=1 python -c 'import config; print(\"WORKERS\", config.default_workers())'\n"
+
+
+def test_a_job_step_gets_the_cpus_its_job_asked_for_and_loads_with_workers(tmp_path):
+    """Since Slurm 22.05 a job step does not inherit --cpus-per-task: on a cluster that binds
+    tasks to cores, a step's process of the batch script as it was saw one CPU and chose no
+    DataLoader worker. With SRUN_CPUS_PER_TASK exported it gets the CPUs the job asked for."""
+    cluster = slurm_cluster.start(tmp_path / "slurm", bind_cores=True)
+    try:
+        project = generate(tmp_path, *SLURM_PROJECT)
+        script = (project / "launch" / "slurm.sbatch").read_text()
+        head = script[: script.index(EXPORT) + len(EXPORT)]  # the #SBATCH lines, the export
+        asked = int(re.search(r"#SBATCH --cpus-per-task=(\d+)", head)[1])
+        (project / "logs").mkdir()
+        seen = {}
+        for name, text in {"exported": head, "as it was": head.replace(EXPORT, "")}.items():
+            job = project / f"{name.replace(' ', '-')}.sbatch"
+            job.write_text(text + WORKERS)
+            out = project / f"{job.stem}.out"
+            done = subprocess.run(["sbatch", "--wait", "-o", str(out), str(job)], cwd=project,
+                                  env=cluster.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert done.returncode == 0, done.stderr + (out.read_text() if out.exists() else "")
+            seen[name] = int(re.search(r"^WORKERS (\d+)$", out.read_text(), re.M)[1])
+    finally:
+        cluster.stop()
+    assert asked >= 2  # so that the two differ
+    assert seen == {"exported": asked - 1, "as it was": 0}
+
+
 def job_state(slurm, job: str) -> tuple[str, int]:
     shown = subprocess.run(
         ["scontrol", "show", "job", job], env=slurm.env, capture_output=True, text=True
