@@ -1,12 +1,13 @@
 """The CPUs, and so the DataLoader workers, a SLURM job step gets, with and without the
 ``SRUN_CPUS_PER_TASK`` line of a generated ``launch/slurm.sbatch``: a real one-node SLURM
-(the tests' own, with ``TaskPlugin=task/affinity`` so that a step is bound to the CPUs it
-was given), a job of one task with ``--cpus-per-task=2``, and in each step the project's
-own ``config.default_workers()`` for one process per node.
+(the tests' own, with ``TaskPlugin=task/affinity`` and ``TaskPluginParam=Cores``, so that
+a step's task is bound to the cores it was given), a job of one task with
+``--cpus-per-task=2``, and in each step the project's own ``config.default_workers()`` for
+one process per node.
 
-Rows: no variable (what this SLURM does by itself); ``SRUN_CPUS_PER_TASK=1`` (what srun
-gives a step since Slurm 22.05 when nothing says otherwise: one CPU per task); the
-project's line.
+Rows: no variable (what srun gives a step since Slurm 22.05 when nothing passes
+--cpus-per-task on); ``SRUN_CPUS_PER_TASK=1`` (the same, said explicitly); the project's
+line.
 
     sudo python bench/slurm_cpus.py
 
@@ -60,7 +61,7 @@ def main() -> None:
         job.write_text(
             JOB.format(out=out, project=project, python=sys.executable, probe=PROBE, line=line)
         )
-        cluster = slurm_cluster.start(tmp / "slurm", task_plugin="task/affinity")
+        cluster = slurm_cluster.start(tmp / "slurm", bind_cores=True)
         try:
             subprocess.run(["sbatch", str(job)], env=cluster.env, check=True, capture_output=True)
             version = subprocess.run(
@@ -73,7 +74,7 @@ def main() -> None:
                 time.sleep(1)
         finally:
             cluster.stop()
-        print(f"{version}, 1 task, --cpus-per-task=2, task/affinity")
+        print(f"{version}, 1 task, --cpus-per-task=2, task/affinity bound to cores")
         print(f"  ({line})")
         print(out.read_text().rstrip())
 
