@@ -1,6 +1,6 @@
 """How long the generated training code is: train.py lines, the longest function and the
-widest signature of each framework's default project, beside the targets (issue 10) and
-the PyTorch DDP tutorial and nanoGPT as baselines.
+widest signature of each framework's project for every task written for it, beside the
+targets (issue 10) and the PyTorch DDP tutorial and nanoGPT as baselines.
 
     python bench/code_size.py
 """
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genie.detect import Machine  # noqa: E402
 from genie.generate import engine
-from genie.registry import FRAMEWORKS  # noqa: E402
+from genie.registry import FRAMEWORKS, TASKS  # noqa: E402
 from genie.spec import build_spec  # noqa: E402
 
 # train.py lines at most; every framework: functions of at most 60 lines, 6 parameters
@@ -28,6 +28,15 @@ BASELINES = (
     "resume of the optimizer, no validation, no AMP)",
     "nanoGPT train.py: about 340 lines (DDP, AMP, checkpoints, eval)",
 )
+
+
+# every framework with every task written for it
+COMBOS = [
+    (framework, task)
+    for framework in FRAMEWORKS
+    for task, t in TASKS.items()
+    if t.frameworks is None or framework in t.frameworks
+]
 
 
 @dataclass(frozen=True)
@@ -61,12 +70,14 @@ def measure(source: str) -> Size:
 
 
 def project_sizes() -> dict[str, dict[str, Size]]:
-    """Per framework: each generated Python module of its default project, measured."""
+    """Per framework and task written for it ("ddp-custom", ...): each generated Python
+    module of its project with every other answer at its default, measured."""
     machine = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0")
     sizes = {}
-    for framework in FRAMEWORKS:
-        files = engine.render(build_spec({"name": "proj", "framework": framework}, machine))
-        sizes[framework] = {
+    for framework, task in COMBOS:
+        answers = {"name": "proj", "framework": framework, "task": task}
+        files = engine.render(build_spec(answers, machine))
+        sizes[f"{framework}-{task}"] = {
             path: measure(data.decode())
             for path, data in files.items()
             if path.endswith(".py") and not path.startswith("tests/")
@@ -76,29 +87,29 @@ def project_sizes() -> dict[str, dict[str, Size]]:
 
 def problems(sizes: dict[str, dict[str, Size]]) -> list[str]:
     found = []
-    for framework, modules in sizes.items():
+    for combo, modules in sizes.items():
+        framework = combo.split("-")[0]
         if modules["train.py"].lines > TARGET_LINES[framework]:
-            found.append(f"{framework} train.py: {modules['train.py'].lines} lines")
+            found.append(f"{combo} train.py: {modules['train.py'].lines} lines")
         for path, size in modules.items():
             if size.longest[1] > MAX_FUNCTION_LINES:
-                found.append(f"{framework} {path}: {size.longest[0]} has {size.longest[1]} lines")
+                found.append(f"{combo} {path}: {size.longest[0]} has {size.longest[1]} lines")
             if size.widest[1] > MAX_PARAMETERS:
-                found.append(
-                    f"{framework} {path}: {size.widest[0]} takes {size.widest[1]} parameters"
-                )
+                found.append(f"{combo} {path}: {size.widest[0]} takes {size.widest[1]} parameters")
     return found
 
 
 def main() -> None:
     sizes = project_sizes()
-    print("| framework | train.py lines (target) | longest function | most parameters |")
+    print("| framework-task | train.py lines (target) | longest function | most parameters |")
     print("|---|---|---|---|")
-    for framework, modules in sizes.items():
+    for combo, modules in sizes.items():
+        framework = combo.split("-")[0]
         every = modules.values()
         longest = max(every, key=lambda s: s.longest[1]).longest
         widest = max(every, key=lambda s: s.widest[1]).widest
         print(
-            f"| {framework} | {modules['train.py'].lines} (<= {TARGET_LINES[framework]}) "
+            f"| {combo} | {modules['train.py'].lines} (<= {TARGET_LINES[framework]}) "
             f"| {longest[0]}: {longest[1]} (<= {MAX_FUNCTION_LINES}) "
             f"| {widest[0]}: {widest[1]} (<= {MAX_PARAMETERS}) |"
         )
