@@ -73,6 +73,10 @@ class Task:
     # the frameworks written for it (None: every one), and why the others are not
     frameworks: tuple[str, ...] | None = None
     other_frameworks: str | None = None
+    # the frameworks whose sharded strategies (SHARDED) are written for it (None: every
+    # one that has them), and why the others are not
+    sharded_frameworks: tuple[str, ...] | None = None
+    other_sharded: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,6 +263,13 @@ TASKS: dict[str, Task] = {
             other_frameworks=_(
                 "the llm task is not written for DataParallel, which copies the whole model "
                 "to every GPU at every step: pass --framework ddp, lightning or hf"
+            ),
+            sharded_frameworks=("ddp",),
+            other_sharded=_(
+                "the llm task shards (--strategy fsdp, hsdp) with --framework ddp only: its "
+                "units are the decoder layers, the embedding and the output head (together "
+                "where they are tied), which the Lightning and HF Trainer FSDP setups do not "
+                "do yet; use --strategy ddp here, or --framework ddp"
             ),
         ),
         Task(

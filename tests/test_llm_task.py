@@ -152,6 +152,57 @@ print(json.dumps(sorted(train.DropLastTrainer.get_decay_parameter_names(None, lm
     assert not [n for n in loop if "norm" in n or "embed" in n]
 
 
+CHECK_FITS = """
+import json, pathlib
+import torch.distributed as dist
+from transformers import AutoModelForCausalLM, LlamaConfig
+import dist_utils
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+def model(hidden):
+    config = LlamaConfig(vocab_size=32, hidden_size=hidden, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         tie_word_embeddings=True)
+    return AutoModelForCausalLM.from_config(config)
+tied, found = model(32), {}
+for name, shard in (("one", "10GB"), ("shards", "20KB")):
+    tied.save_pretrained(name, max_shard_size=shard)
+    found[name] = sorted(p.name for p in pathlib.Path(name).glob("model*"))
+    dist_utils.check_fits(tied, pathlib.Path(name))  # SystemExit: it does not fit
+try:
+    dist_utils.check_fits(model(64), pathlib.Path("one"))
+except SystemExit:
+    found["other"] = "stopped"
+print(json.dumps(found))
+"""
+
+
+def test_the_trainers_resume_check_reads_a_tied_head_and_shards_as_the_models_own(tmp_path):
+    """save_pretrained writes a head tied to the embedding once, and a large model in
+    shards an index names: a resume of the same model is not refused for either, and a
+    checkpoint of another size still is, in one line."""
+    hf = new_project(tmp_path, CPU_MACHINE, task="llm", framework="hf")
+    out = run_in(hf, CHECK_FITS)
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["one"] == ["model.safetensors"]
+    assert "model.safetensors.index.json" in found["shards"] and len(found["shards"]) > 2
+    assert found["other"] == "stopped"
+    [said] = [line for line in out.stderr.splitlines() if "does not fit this model" in line]
+    assert "one does not fit this model: model.embed_tokens.weight is" in said
+
+
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_the_llm_task_shards_only_where_its_units_are_written(gpu_machine, framework):
+    """The Lightning and HF Trainer FSDP setups wrap by block or by size: the llm task's
+    tied embedding and head are not written for them (the ddp loop's units are)."""
+    answers = {"name": "p", "task": "llm", "framework": framework, "strategy": "fsdp"}
+    with pytest.raises(errors.SpecError) as refused:
+        build_spec(answers, gpu_machine)
+    assert "--framework ddp" in str(refused.value) and "\n" not in str(refused.value)
+    assert build_spec({**answers, "strategy": "ddp"}, gpu_machine).strategy == "ddp"
+    assert build_spec({**answers, "framework": "ddp"}, gpu_machine).strategy == "fsdp"
+
+
 @pytest.mark.parametrize("framework", ["dp"])
 def test_the_llm_task_is_refused_for_the_frameworks_it_is_not_written_for(cpu_machine, framework):
     with pytest.raises(errors.SpecError) as refused:

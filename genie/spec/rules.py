@@ -47,6 +47,14 @@ def _task_framework(v: Answers) -> str | None:
     return None
 
 
+def _task_sharded(v: Answers) -> str | None:
+    task = TASKS[v["task"]]
+    written = task.sharded_frameworks
+    if v["strategy"] in SHARDED and written is not None and v["framework"] not in written:
+        return task.other_sharded
+    return None
+
+
 def _one_process_per_gpu(v: Answers) -> str | None:
     gpus, nproc = v["gpus_per_node"], v["nproc_per_node"]
     if gpus and nproc and nproc > gpus:
@@ -124,6 +132,7 @@ RULES: tuple[Rule, ...] = (
     Rule("nproc_per_node", ("gpus_per_node", "nproc_per_node"), _one_process_per_gpu),
     Rule("precision", ("precision", "gpus_per_node"), _fp16_needs_gpus),
     Rule("strategy", ("strategy", "framework", "nodes"), _hsdp_across_nodes),
+    Rule("strategy", ("task", "strategy", "framework"), _task_sharded),
     Rule("strategy", ("strategy", "torch", "framework", "gpus_per_node"), _fsdp_here),
     Rule("strategy", ("strategy", "torch", "precision"), _fsdp_precision),
     Rule("scheduler", ("scheduler", "framework"), _manifests_launch_torchrun),

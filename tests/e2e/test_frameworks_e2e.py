@@ -243,7 +243,11 @@ def test_the_trainers_language_model_checkpoint_completes_a_prompt_and_exports(
     newest = max((trained / "checkpoints").glob("checkpoint-*"),
                  key=lambda p: int(p.name.split("-")[1]))  # fmt: skip
     completes_and_exports(run.project, newest, tmp_path / "hf")
-    assert not (tmp_path / "hf" / "optimizer.pt").exists()
+    # the model and tokenizer alone, not the Trainer's state beside them in checkpoint-N
+    assert (newest / "optimizer.pt").is_file() and (newest / "trainer_state.json").is_file()
+    exported = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= exported
+    assert not exported & {"optimizer.pt", "scheduler.pt", "trainer_state.json"}, exported
 
 
 def test_a_sharded_language_models_checkpoint_completes_a_prompt_and_exports(tmp_path):

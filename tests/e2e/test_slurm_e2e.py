@@ -137,7 +137,9 @@ def test_a_job_step_gets_the_cpus_its_job_asked_for_and_loads_with_workers(tmp_p
             done = subprocess.run(["sbatch", "--wait", "-o", str(out), str(job)], cwd=project,
                                   env=cluster.env, capture_output=True, text=True, timeout=120)  # fmt: skip
             assert done.returncode == 0, done.stderr + (out.read_text() if out.exists() else "")
-            seen[name] = int(re.search(r"^WORKERS (\d+)$", out.read_text(), re.M)[1])
+            said = re.search(r"^WORKERS (\d+)$", out.read_text(), re.M)
+            assert said, out.read_text()[-3000:]
+            seen[name] = int(said[1])
     finally:
         cluster.stop()
     assert asked >= 2  # so that the two differ
