@@ -46,8 +46,11 @@ def ddp2(tmp_path, monkeypatch):
     monkeypatch.setitem(registry.FRAMEWORKS, "ddp2", entry)  # the dict every module reads
     for key, task in registry.TASKS.items():  # a task written for ddp is written for ddp2
         if task.frameworks and "ddp" in task.frameworks:
-            allowed = (*task.frameworks, "ddp2")
-            monkeypatch.setitem(registry.TASKS, key, dataclasses.replace(task, frameworks=allowed))
+            task = dataclasses.replace(task, frameworks=(*task.frameworks, "ddp2"))
+        if task.sharded_frameworks and "ddp" in task.sharded_frameworks:
+            sharded = (*task.sharded_frameworks, "ddp2")
+            task = dataclasses.replace(task, sharded_frameworks=sharded)
+        monkeypatch.setitem(registry.TASKS, key, task)
     # The field table copied the choices when it was built, at import time.
     fields = tuple(
         (
