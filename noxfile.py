@@ -7,8 +7,9 @@
 
 For each torch minor the session generates a project with genie for that version (and the
 Python it needs), creates a fresh virtual environment with that Python (from pyenv), installs
-the project's own requirements (requirements-torch.txt and requirements.txt) into it, and runs `genie smoke --python <that venv>`: the
-project trains under torchrun in exactly the environment its requirements describe.
+the project's own requirements (requirements-torch.txt and requirements.txt) into it, and
+runs `genie smoke --python <that venv>`: the project trains under torchrun in exactly the
+environment its requirements describe.
 """
 
 from __future__ import annotations

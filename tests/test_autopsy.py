@@ -17,9 +17,13 @@ from .conftest import run_genie
 CWD = "/work/proj"
 
 
-def entry(seq: int, op: str = "all_reduce", size=(4096,), line: int = 142) -> dict:
-    """One collective, as torch's Flight Recorder records it (innermost frame first)."""
+def entry(seq: int, op: str = "all_reduce", size=(4096,), line: int = 142, created=None,
+          timeout: float = 600.0) -> dict:  # fmt: skip
+    """One collective, as torch's Flight Recorder records it (innermost frame first),
+    entered at ``created`` seconds (by default one a second from 1000 s)."""
+    at = 1000.0 + seq if created is None else created
     return {
+        "time_created_ns": int(at * 1e9), "timeout_ms": int(timeout * 1000), "retired": True,
         "record_id": seq - 1, "pg_id": 0, "process_group": ("0", "default_pg"),
         "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq, "is_p2p": False,
         "profiling_name": f"gloo:{op}", "input_sizes": [list(size)], "input_dtypes": ["Float"],
@@ -34,7 +38,7 @@ def entry(seq: int, op: str = "all_reduce", size=(4096,), line: int = 142) -> di
 
 
 def write(folder: Path, rank: int, entries=None, where=None, beat=(5, "forward", 1000.0),
-          host: str = "node0") -> None:  # fmt: skip
+          host: str = "node0", reason: str = "told", error=None) -> None:  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     if entries is not None:
         trace = {"version": "2.10", "pg_config": {}, "entries": entries}
@@ -45,7 +49,8 @@ def write(folder: Path, rank: int, entries=None, where=None, beat=(5, "forward",
     if where is not None:
         frames = [[f"{CWD}/train.py", 400, "main"], [f"{CWD}/{where[0]}", where[1], where[2]],
                   ["/usr/lib/python3.11/threading.py", 320, "wait"]]  # fmt: skip
-        stacks = {**heartbeat, "cwd": CWD, "threads": [{"thread": "MainThread", "frames": frames}]}
+        stacks = {**heartbeat, "cwd": CWD, "reason": reason, "error": error,
+                  "threads": [{"thread": "MainThread", "frames": frames}]}  # fmt: skip
         (folder / f"stacks-{host}-rank{rank}.json").write_text(json.dumps(stacks))
 
 
@@ -173,3 +178,94 @@ def test_without_stacks_a_rank_with_no_record_is_behind_not_ended(tmp_path):
         "collective #2 (all_reduce of float32[4096], train.py:142): ranks 0-1 entered it, "
         "rank 2 never did"
     )
+
+
+TIMED_OUT = "RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 6000ms"
+
+
+def test_every_rank_in_a_collective_that_failed_on_the_connection_is_the_network(tmp_path):
+    folders = [tmp_path / f"node{r}" / "hang" for r in (0, 1)]
+    for rank in (0, 1):
+        write(folders[rank], rank, [entry(s) for s in (1, 2, 3)], where=("train.py", 224, "main"),
+              host=f"node{rank}", reason="failed", error=TIMED_OUT)  # fmt: skip
+    out = explain(*folders)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == (
+        "collective #3 (all_reduce of float32[4096], train.py:142): every rank came to it and "
+        f"the connection between them (node0, node1) failed (rank 0: {TIMED_OUT})"
+    )
+    assert "genie doctor --reach" in lines[1]
+    # rank 1 still in #2 when the link went: it failed there itself, its data never came
+    write(folders[1], 1, [entry(1), entry(2)], where=("train.py", 224, "main"), host="node1",
+          reason="failed", error=TIMED_OUT)  # fmt: skip
+    assert explain(*folders).stdout.startswith("collective #3 (all_reduce of float32[4096], "
+                                               "train.py:142): every rank came to it")  # fmt: skip
+    # the same records where the rank failed on an error of its own: not the network
+    write(folders[0], 0, [entry(s) for s in (1, 2, 3)], where=("train.py", 224, "main"),
+          host="node0", reason="failed", error="ValueError: shapes differ")  # fmt: skip
+    write(folders[1], 1, [entry(s) for s in (1, 2, 3)], where=("train.py", 90, "fit"),
+          host="node1")  # fmt: skip
+    assert explain(*folders).returncode == 1
+
+
+def test_a_rank_that_entered_only_after_the_timeout_came_too_late(tmp_path):
+    # rank 1 slept 8 s in data preparation; rank 0 gave up after its 3 s timeout
+    write(tmp_path, 0, [entry(1), entry(2, created=1010.0, timeout=3)],
+          where=("train.py", 224, "main"), reason="failed", error=TIMED_OUT)  # fmt: skip
+    write(tmp_path, 1, [entry(1), entry(2, created=1018.0, timeout=3)],
+          where=("train.py", 224, "main"), reason="failed",
+          error="RuntimeError: Connection closed by peer [10.77.0.1]:4021")  # fmt: skip
+    out = explain(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == (
+        "collective #2 (all_reduce of float32[4096], train.py:142): rank 0 entered it, rank 1 "
+        "only 8 s later, past the 3 s timeout"
+    )
+
+
+def straggling(folder: Path, late: dict[int, tuple[float, ...]], steps=20,
+               now: float = 1100.0) -> None:  # fmt: skip
+    """Records asked of a running run (touch hang/ask): a collective a second, rank r
+    entering collective s ``late[r][s % len(late[r])]`` seconds after the first; ranks
+    0-1 on node0, the others on node1."""
+    for rank, lags in late.items():
+        entries = [entry(s, created=1000.0 + s + lags[s % len(lags)]) for s in range(1, steps + 1)]
+        write(folder, rank, entries, where=("train.py", 90, "fit"), beat=(steps, "forward", now),
+              host=f"node{int(rank >= 2 or len(late) == 2 and rank == 1)}", reason="asked")  # fmt: skip
+
+
+def test_a_rank_the_others_wait_for_at_every_step_is_the_straggler(tmp_path):
+    straggling(tmp_path, {0: (0.0,), 1: (0.3,)})
+    out = explain(tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == (
+        "straggler: rank 1 (node1) came last to 20 of the last 20 collectives, 0.30 s after "
+        "the others on average; they waited for it 31% of the 19 s recorded"
+    )
+    assert "nvidia-smi" in lines[1]
+
+
+def test_a_node_whose_ranks_take_turns_being_last_is_the_straggler(tmp_path):
+    # node1's ranks 2 and 3: each last at every other collective
+    straggling(tmp_path, {0: (0.0,), 1: (0.0,), 2: (0.3, 0.0), 3: (0.0, 0.3)})
+    out = explain(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("straggler: ranks 2-3 (node1) came last to 20 of the last 20")
+
+
+def test_a_running_run_in_step_is_healthy_and_a_stalled_one_is_not(tmp_path):
+    straggling(tmp_path, {0: (0.0,), 1: (0.005, -0.005)})  # jitter, not a straggler
+    out = explain(tmp_path)
+    assert (out.returncode, out.stdout.splitlines()[0]) == (
+        0, "every rank answered and none is behind or late: the run looks healthy"
+    )  # fmt: skip
+    # rank 1 a collective behind: a moment ahead is normal, a minute is a stuck rank
+    for now, verdict in ((1025.0, "every rank answered"), (1100.0, "collective #20")):
+        straggling(tmp_path, {0: (0.0,)}, now=now)
+        write(tmp_path, 1, [entry(s) for s in range(1, 20)], where=("data.py", 5, "encode"),
+              beat=(19, "data", now), host="node1", reason="asked")  # fmt: skip
+        out = explain(tmp_path)
+        assert out.returncode == 0 and out.stdout.startswith(verdict), out.stdout
+    assert "rank 1 was in data.py:5 encode()" in out.stdout

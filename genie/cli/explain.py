@@ -29,7 +29,9 @@ from genie.i18n import _
     metavar="DIR",
     help=_(
         "Read a hung run instead: its --log-dir/hang folder (again for each node's): which "
-        "collective which rank never entered or called differently, and where it was."
+        "collective which rank never entered or called differently, and where it was, a "
+        "rank that ended, the network; of a running run asked with touch DIR/ask, a "
+        "straggler or that it looks healthy."
     ),
 )
 def explain(log: Path | None, hang: tuple[Path, ...]) -> None:

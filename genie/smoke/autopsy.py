@@ -1,148 +1,38 @@
 """``genie explain --hang DIR...``: what a hung run's ranks left in their hang/ folders
 (the project's hang.py: Flight Recorder records, stacks, heartbeats), aligned by process
 group and collective sequence number, said as one verdict line, then the evidence and
-the fix. Pure reading: the records are pickles of plain values, read without torch and
-refused if they hold anything else."""
+the fix. Records a failure left are read for its cause (mismatch, missing, dead,
+network); records asked of a running run (``touch hang/ask``) for a straggler or a rank
+stuck for STALL seconds, else the run is healthy. hang_records reads them."""
 
 from __future__ import annotations
 
-import io
-import json
-import pickle
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections import Counter
+from dataclasses import dataclass
 
-from genie.errors import GenieError
 from genie.i18n import _
+from genie.smoke.hang_records import Rank, load, ranks_text, where
 
-DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
-          "Long": "int64", "Int": "int32", "Short": "int16", "Byte": "uint8", "Char": "int8",
-          "Bool": "bool"}  # fmt: skip
-NAME = re.compile(r"^(fr|stacks|heartbeat)-(.+)-rank(\d+)(\.json)?$")
+__all__ = ["LATE", "Verdict", "diagnose", "load", "ranks_text", "report"]
+
 # seconds a heartbeat may trail the newest before its rank counts as gone (3 beats)
 LATE = 30.0
-
-
-@dataclass(frozen=True)
-class Call:
-    """One collective as a rank recorded it."""
-
-    seq: int
-    op: str
-    shapes: str
-    site: str  # the first frame outside torch: "train.py:142"
-
-    def said(self) -> str:
-        return _("{op} of {shapes}, {site}").format(op=self.op, shapes=self.shapes, site=self.site)
-
-
-@dataclass
-class Rank:
-    rank: int
-    host: str = "?"
-    calls: dict[str, dict[int, Call]] = field(default_factory=dict)  # group -> seq -> call
-    stacks: dict | None = None
-    heartbeat: dict | None = None
-
-
-class _PlainValues(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> type:  # a record holds no objects
-        raise pickle.UnpicklingError(f"{module}.{name}")
-
-
-def load(folders: list[Path]) -> dict[int, Rank]:
-    """Every rank's files in ``folders`` (a run's hang/ folder, each node's where they
-    do not share one; its previous/ holds the attempt before)."""
-    ranks: dict[int, Rank] = {}
-    for folder in folders:
-        if not folder.is_dir():
-            raise GenieError(
-                _("{d} is not a folder: pass the run's --log-dir/hang").format(d=folder)
-            )
-        for path in sorted(folder.iterdir()):
-            match = NAME.match(path.name)
-            if not match or not path.is_file():
-                continue
-            kind, host, number = match.group(1), match.group(2), int(match.group(3))
-            rank = ranks.setdefault(number, Rank(number))
-            rank.host = host
-            _read(rank, kind, path)
-    if not ranks:
-        raise GenieError(
-            _("no hang records in {d}: a project's runs write them into --log-dir/hang").format(
-                d=", ".join(map(str, folders))
-            )
-        )
-    return ranks
-
-
-def _read(rank: Rank, kind: str, path: Path) -> None:
-    try:
-        if kind == "fr":
-            trace = _PlainValues(io.BytesIO(path.read_bytes())).load()
-            for entry in trace.get("entries", []):
-                if not entry.get("is_p2p"):
-                    group = str(entry["process_group"][1] or entry["process_group"][0])
-                    call = _call(entry)
-                    rank.calls.setdefault(group, {})[call.seq] = call
-        elif kind == "stacks":
-            rank.stacks = json.loads(path.read_text())
-        else:
-            rank.heartbeat = json.loads(path.read_text())
-    except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError, EOFError) as err:
-        raise GenieError(_("cannot read {f}: {why}").format(f=path, why=err)) from None
-
-
-def _call(entry: dict) -> Call:
-    op = str(entry.get("profiling_name", "?")).split(":")[-1]
-    shapes = ", ".join(
-        f"{DTYPES.get(dtype, dtype)}{list(size)}"
-        for dtype, size in zip(
-            entry.get("input_dtypes", []), entry.get("input_sizes", []), strict=False
-        )
-    )
-    return Call(int(entry["collective_seq_id"]), op, shapes or "-", _site(entry.get("frames", [])))
-
-
-def _site(frames: list[dict]) -> str:
-    for frame in frames:  # innermost first
-        name = str(frame.get("filename", ""))
-        if "/torch/" not in name and "/site-packages/" not in name and name:
-            return f"{Path(name).name}:{frame.get('line')}"
-    return "?"
-
-
-def where(rank: Rank) -> str | None:
-    """The innermost line of the project's own code in the rank's main thread."""
-    if not rank.stacks or not rank.stacks.get("threads"):
-        return None
-    cwd = str(rank.stacks.get("cwd", ""))
-    frames = rank.stacks["threads"][0]["frames"]
-    own = [f for f in frames if str(f[0]).startswith(cwd) and not str(f[0]).endswith("hang.py")]
-    filename, line, name = (own or frames)[-1]
-    return f"{Path(filename).name}:{line} {name}()"
-
-
-def ranks_text(numbers: list[int]) -> str:
-    """[0, 1, 2, 5] -> "ranks 0-2, 5"; one rank -> "rank 3"."""
-    parts: list[str] = []
-    run: list[int] = []
-    for n in sorted(numbers):
-        if run and n == run[-1] + 1:
-            run.append(n)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [n]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return (_("rank {r}") if len(numbers) == 1 else _("ranks {r}")).format(r=", ".join(parts))
+# asked of a running run: ranks that waited this long in a collective wait for a stuck one
+STALL = 60.0
+# a straggler: the last to arrive, by more than LAG seconds, at STRAGGLER of the
+# collectives where some rank was that late, and the others waited for it at least
+# WAITED of the time the records span (entry times on the nodes' clocks)
+LAG, STRAGGLER, WAITED = 0.01, 0.8, 0.05
+# an error of the connection between ranks, not of the code (gloo's and NCCL's words)
+COMMUNICATION = re.compile(
+    r"timed? ?out|connection|socket|peer|DistNetworkError|DistBackendError|NCCL", re.IGNORECASE
+)
 
 
 @dataclass
 class Verdict:
-    kind: str  # mismatch, missing, dead, unknown
+    kind: str  # mismatch, missing, dead, network, slow, healthy, unknown
     line: str
     fix: str
     culprits: list[int]
@@ -150,16 +40,31 @@ class Verdict:
 
 def diagnose(ranks: dict[int, Rank]) -> Verdict:
     """The first cause the records show: ranks that called different collectives at one
-    sequence number, then a rank that never entered a collective the others did."""
+    sequence number, a collective every rank came to that failed on the connection, a
+    rank that never entered a collective the others did, a rank that had ended, a
+    straggler."""
     world = sorted(ranks)
     groups = sorted({g for r in ranks.values() for g in r.calls})
+    # told: some rank failed and asked the others for their stacks; without any stacks
+    # (NCCL's watchdog ended the ranks), a failure too; only asked: a running run's
+    told = any(r.reason not in (None, "asked") for r in ranks.values())
+    failure = told or not any(r.stacks for r in ranks.values())
     for group in groups:
-        found = _mismatch(ranks, group) or _missing(ranks, group, world)
+        found = (
+            _mismatch(ranks, group)
+            or (failure and _network(ranks, group, world))
+            or _missing(ranks, group, world, failure)
+        )
         if found:
             return found
-    dead = _dead(ranks)
-    if dead:
-        return dead
+    found = _dead(ranks, told)
+    for group in groups:
+        found = found or _slow(ranks, group, world)
+    if found:
+        return found
+    if not failure:
+        line = _("every rank answered and none is behind or late: the run looks healthy")
+        return Verdict("healthy", line, "", [])
     return Verdict("unknown", _("the records show no collective that some rank missed"), "", [])
 
 
@@ -187,25 +92,41 @@ def _mismatch(ranks: dict[int, Rank], group: str) -> Verdict | None:
     return None
 
 
-def _missing(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | None:
+def _missing(ranks: dict[int, Rank], group: str, world: list[int], failure: bool) -> Verdict | None:
     last = {n: max(ranks[n].calls.get(group, {0: None})) for n in world}
     top = max(last.values())
     entered = [n for n in world if last[n] == top]
+    if top == 0:
+        return None
+    call = ranks[entered[0]].calls[group][top]
+    # a rank that entered after the first had waited its timeout came too late
+    entry = {n: ranks[n].calls[group][top].created for n in entered}
+    first = min(entry.values())
+    late = [n for n in entered if call.timeout and entry[n] - first > call.timeout]
+    entered = [n for n in entered if n not in late]
     # Where ranks were asked for their stacks (gloo: the failing rank asks), one that
     # wrote nothing had ended: _dead says so. Unasked (NCCL's watchdog ends the ranks
     # before they can ask), a rank without records is simply behind.
     asked = any(r.stacks for r in ranks.values())
-    behind = [
+    behind = late + [
         n for n in world
         if last[n] < top and (ranks[n].calls or ranks[n].stacks or not asked)
     ]  # fmt: skip
-    if not behind or top == 0:
+    # asked of a running run: the others may simply be a moment ahead
+    now = max((r.stacks or {}).get("time", 0.0) for r in ranks.values())
+    if not behind or (not failure and now - first < STALL):
         return None
-    call = ranks[entered[0]].calls[group][top]
-    line = _("collective #{seq} ({call}): {entered} entered it, {behind} never did").format(
-        seq=top, call=call.said(), entered=ranks_text(entered), behind=ranks_text(behind)
+    line = _("collective #{seq} ({call}): {entered} entered it").format(
+        seq=top, call=call.said(), entered=ranks_text(entered)
     )
-    places = [(n, where(ranks[n])) for n in behind]
+    if behind != late:
+        line += _(", {behind} never did").format(behind=ranks_text(behind[len(late) :]))
+    if late:
+        line += _(", {late} only {s:.0f} s later, past the {t:.0f} s timeout").format(
+            late=ranks_text(late), s=max(entry[n] for n in late) - first, t=call.timeout
+        )
+    # a failing rank's stack is its error handler's: where it waited is the told ones'
+    places = [(n, where(ranks[n])) for n in behind if ranks[n].reason != "failed"]
     said = [_("rank {r} was in {where}").format(r=n, where=w) for n, w in places if w]
     if said:
         line += "; " + "; ".join(said)
@@ -218,17 +139,16 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | 
     return Verdict("missing", line, fix, behind)
 
 
-def _dead(ranks: dict[int, Rank]) -> Verdict | None:
+def _dead(ranks: dict[int, Rank], told: bool) -> Verdict | None:
     """Ranks that did not answer when another failed (no stacks), or whose heartbeat
     stopped LATE seconds before the newest: their processes had ended."""
     beats = {n: r.heartbeat for n, r in ranks.items() if r.heartbeat}
     if not beats:
         return None
     newest = max(b["time"] for b in beats.values())
-    asked = any(r.stacks for r in ranks.values())
     gone = [
         n for n, b in beats.items()
-        if not ranks[n].stacks and (asked or newest - b["time"] > LATE)
+        if not ranks[n].stacks and (told or newest - b["time"] > LATE)
     ]  # fmt: skip
     if not gone:
         return None
@@ -245,9 +165,84 @@ def _dead(ranks: dict[int, Rank]) -> Verdict | None:
     return Verdict("dead", line, fix, gone)
 
 
+def _network(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | None:
+    """Every rank came to the last collective in time (or failed itself in the one before
+    it: its data never came), and every rank that failed did on a connection error: the
+    network between them, not the code."""
+    errors = {n: (ranks[n].stacks or {}).get("error") or "" for n in world
+              if ranks[n].reason == "failed"}  # fmt: skip
+    calls = {n: ranks[n].calls.get(group, {}) for n in world}
+    if not errors or not all(map(COMMUNICATION.search, errors.values())):
+        return None
+    if not all(calls.values()):
+        return None
+    top = max(max(c) for c in calls.values())
+    behind = [n for n in world if max(calls[n]) < top]
+    if any(max(calls[n]) < top - 1 or n not in errors for n in behind):
+        return None
+    came = [calls[n][top] for n in world if n not in behind]
+    if (
+        came[0].timeout
+        and max(c.created for c in came) - min(c.created for c in came) > came[0].timeout
+    ):
+        return None  # one came after the others had given up: _missing's
+    first = min(errors)
+    line = _(
+        "collective #{seq} ({call}): every rank came to it and the connection between them "
+        "({hosts}) failed ({rank}: {error})"
+    ).format(seq=top, call=came[0].said(), hosts=", ".join(sorted({ranks[n].host for n in world})),
+             rank=ranks_text([first]), error=errors[first])  # fmt: skip
+    fix = _(
+        "the code is not at fault: check the link between those nodes with genie doctor "
+        "--reach on each (a firewall, a link or switch that went down, a wrong interface: "
+        "NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), then start again: the run resumes from "
+        "its last checkpoint"
+    )
+    return Verdict("network", line, fix, [])
+
+
+def _slow(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | None:
+    """A rank (or a node's ranks) the others keep waiting for at their collectives."""
+    calls = [ranks[n].calls.get(group, {}) for n in world]
+    shared = sorted(set.intersection(*(set(c) for c in calls))) if len(world) > 1 else []
+    lost: dict[int, float] = dict.fromkeys(world, 0.0)  # the others' wait for each rank
+    count: Counter[int] = Counter()  # the collectives it came last to
+    for seq in shared:
+        arrived = sorted((ranks[n].calls[group][seq].created, n) for n in world)
+        (second, _other), (last, n) = arrived[-2:]
+        if last - second > LAG:
+            lost[n] += last - second
+            count[n] += 1
+    times = [ranks[n].calls[group][seq].created for n in world for seq in shared]
+    span = max(times, default=0.0) - min(times, default=0.0)
+    if not count or span <= 0:
+        return None
+    nodes = [[n for n in world if ranks[n].host == h] for h in {ranks[n].host for n in world}]
+    for candidates in [[n] for n in world], nodes:  # a rank, else a node's ranks
+        late = max(candidates, key=lambda ns: sum(count[n] for n in ns))
+        mine = sum(count[n] for n in late)
+        waited = sum(lost[n] for n in late)
+        if mine >= STRAGGLER * sum(count.values()) and waited >= WAITED * span:
+            break
+    else:
+        return None
+    line = _(
+        "straggler: {ranks} ({host}) came last to {mine} of the last {all} collectives, "
+        "{lag:.2f} s after the others on average; they waited for it {share:.0%} of the "
+        "{span:.0f} s recorded"
+    ).format(ranks=ranks_text(late), host=ranks[late[0]].host, mine=mine, all=len(shared),
+             lag=waited / mine, share=waited / span, span=span)  # fmt: skip
+    fix = _(
+        "look at what that rank does more slowly: its GPU (clocks throttled, another "
+        "process on it: nvidia-smi), its host (DataLoader workers short of CPU: genie "
+        "doctor), or its data (longer sequences or a larger shard than the others')"
+    )
+    return Verdict("slow", line, fix, late)
+
+
 def report(ranks: dict[int, Rank]) -> tuple[Verdict, list[str]]:
     """The verdict, and its lines: itself first, then the fix, then the culprits' stacks
-    and every rank's heartbeat."""
+    and where every rank was last (its heartbeat, or its stacks where newer)."""
     verdict = diagnose(ranks)
     lines = [verdict.line]
     if verdict.fix:
@@ -260,8 +255,9 @@ def report(ranks: dict[int, Rank]) -> tuple[Verdict, list[str]]:
             for filename, line, name in stacks["threads"][0]["frames"][-8:]:
                 lines.append(f"  {filename}:{line} {name}")
     for n, r in sorted(ranks.items()):
-        if r.heartbeat:
-            beat = r.heartbeat
+        beats = [b for b in (r.heartbeat, r.stacks) if b]  # the stacks say it too, later
+        if beats:
+            beat = max(beats, key=lambda b: b.get("time", 0.0))
             lines.append(_("rank {r} ({host}): step {step}, {phase}").format(
                 r=n, host=r.host, step=beat["step"], phase=beat["phase"]))  # fmt: skip
     return verdict, lines

@@ -114,3 +114,14 @@ def _run(net, dirs, nodes, args, timeout, until) -> list[NodeRun]:
 
 def report_line(output: str, marker: str) -> str | None:
     return next((line for line in output.splitlines() if marker in line), None)
+
+
+def cut(host: hosts.Host) -> None:
+    """From now on, every packet between ``host`` and the others is dropped (nftables):
+    its link gone mid-run, no connection reset, nothing said."""
+    chains = "".join(
+        f"  chain {hook} {{\n    type filter hook {hook} priority 0; policy accept;\n"
+        f'    {"iifname" if hook == "input" else "oifname"} != "lo" drop\n  }}\n'
+        for hook in ("input", "output")
+    )
+    hosts._nft(host.netns, f"table inet genie_cut {{\n{chains}}}\n")

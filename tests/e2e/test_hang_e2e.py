@@ -5,13 +5,20 @@ that was killed is named as ended; a new attempt sets the last one's records asi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import pickle
+import re
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from ..conftest import run_genie
+from ..conftest import TORCHRUN, run_genie
 from .conftest import OFFLINE, generate, inject, torchrun
 
 STEP = "        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}\n"
@@ -93,3 +100,54 @@ def test_every_framework_records_a_hang_and_explain_names_where_the_rank_was(tmp
     assert first.endswith(
         f"rank 0 entered it, rank 1 never did; rank 1 was in smoke_check.py:{line} fault()"
     ), first
+
+
+def asked_while_running(project: Path, fault: str) -> str:
+    """A run with GENIE_FAULT=``fault``, asked for its records (touch hang/ask) once it
+    beats, then stopped once both ranks answered (at their next heartbeat, 10 s on);
+    ``genie explain --hang``'s output."""
+    hang = project / "runs" / "smoke" / "hang"
+    shutil.rmtree(hang, ignore_errors=True)  # an earlier run's records
+    args = ["--smoke", "--epochs", "40", "--tracker", "none"]
+    env = {**os.environ, **OFFLINE, "GENIE_FAULT": fault}
+    run = subprocess.Popen(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train.py", *args],
+        cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(hang.glob("heartbeat-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (hang / "ask").touch()
+        while len(list(hang.glob("stacks-*"))) < 2 and time.monotonic() < deadline:
+            assert run.poll() is None, "the run ended before it answered"
+            time.sleep(0.2)
+        said = run_genie("explain", "--hang", str(hang))
+        assert run.poll() is None  # asking did not stop it
+    finally:
+        for beat in hang.glob("heartbeat-*"):  # torchrun's workers run in sessions of their own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(json.loads(beat.read_text())["pid"], signal.SIGKILL)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    stacks = [json.loads(p.read_text()) for p in hang.glob("stacks-*")]
+    assert [s["reason"] for s in stacks] == ["asked", "asked"]
+    assert said.returncode == 0, said.stdout + said.stderr
+    return said.stdout
+
+
+def test_a_running_run_asked_for_its_records_is_healthy_or_names_its_straggler(tmp_path):
+    """Both ranks 0.1 s slow at every step: healthy. Rank 1 0.3 s slower than rank 0:
+    the straggler, and the others' wait for it."""
+    project = generate(tmp_path, "--tracker", "none")
+    healthy = asked_while_running(project, "slow:*:0.1").splitlines()
+    assert healthy[0] == "every rank answered and none is behind or late: the run looks healthy"
+    straggler = asked_while_running(project, "slow:1:0.3").splitlines()
+    first = straggler[0]
+    assert first.startswith("straggler: rank 1 ("), first
+    # once a step (DDP's gradient all-reduce; the step's other collectives find it there),
+    # about its 0.3 s late, and rank 0 spent most of the run waiting for it
+    found = re.search(r"came last to (\d+) of .*, ([\d.]+) s after .* for it (\d+)%", first)
+    assert found, first
+    assert int(found[1]) >= 10 and 0.25 <= float(found[2]) <= 0.45 and int(found[3]) >= 50, first

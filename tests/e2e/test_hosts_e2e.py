@@ -27,7 +27,7 @@ from genie.spec import build_spec
 
 from ..conftest import run_genie
 from .conftest import WAITING_GROUP, count_preparations, generate
-from .hosts import MASTER, PORT, Node, copies, need_hosts, report_line, run_nodes
+from .hosts import MASTER, PORT, Node, copies, cut, need_hosts, report_line, run_nodes
 
 pytestmark = [pytest.mark.e2e, WAITING_GROUP]
 PREFLIGHT = "GENIE_PREFLIGHT "
@@ -284,6 +284,41 @@ def lost_and_back(net, dirs: list[Path], args: list[str]) -> list[Path]:
         proc.wait(timeout=240)
         assert proc.returncode == 0, logs[0].read_text()[-3000:] + logs[1].read_text()[-3000:]
     return logs
+
+
+def test_a_link_dropped_mid_run_is_named_the_network_with_its_nodes(projects, tmp_path):
+    """Issue 47: every packet between the nodes dropped once they train (nftables on node
+    1): both ranks wait in the same collective until --dist-timeout (6 s) and fail, each
+    on its own node's records; genie explain --hang reads both folders."""
+    from .hosts import HOST_ENV
+
+    dirs = copies(projects["static"], tmp_path, 2)
+    folders = [d / "runs" / "smoke" / "hang" for d in dirs]
+    args = ["--smoke", "--epochs", "40", "--dist-timeout", "0.1", "--tracker", "none"]
+    env = {**os.environ, **HOST_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT}
+    with hosts.network([hosts.HostConfig("node0"), hosts.HostConfig("node1")]) as net:
+        for k in (0, 1):
+            with open(dirs[k] / "out.log", "w") as log:
+                argv = net.hosts[k].command(["bash", "launch/multi_node.sh", str(k), *args])
+                subprocess.Popen(argv, cwd=dirs[k], env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while "step 10/" not in (dirs[0] / "out.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cut(net.hosts[1])
+        while not all(list(f.glob("stacks-*")) for f in folders) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        said = run_genie("explain", *[a for f in folders for a in ("--hang", str(f))])
+    logs = "".join((d / "out.log").read_text()[-2000:] for d in dirs)
+    assert said.returncode == 0, said.stdout + said.stderr + logs
+    first = said.stdout.splitlines()[0]
+    assert re.fullmatch(
+        r"collective #\d+ \(all_reduce of float32\[\d+\], train\.py:\d+\): every rank came "
+        r"to it and the connection between them \(node0, node1\) failed \(rank \d: .*Timed out.*\)",
+        first,
+    ), (
+        first + logs
+    )
+    assert "genie doctor --reach" in said.stdout
 
 
 # ---------------------------------------------------------------- torch alone, explained
