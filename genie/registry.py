@@ -113,7 +113,7 @@ MODULES: dict[str, Module] = {
             name="checkpoint.py",
             purpose=N_("atomic checkpoints and resume (model, optimizer, RNG, position)"),
         ),
-        Module(name="optim.py", purpose=N_("optimizer, warmup + cosine LR schedule, loss scaler")),
+        Module(name="optim.py", purpose=N_("optimizer, warmup + cosine LR schedule")),
         Module(
             name="evaluation.py", purpose=N_("held-out split and validation exact across ranks")
         ),
