@@ -1,6 +1,7 @@
 """Training throughput of generated projects vs the same framework used by hand.
 
     python bench/throughput.py [--rounds 12] [--only ddp|lightning|hf]
+    python bench/throughput.py --task llm [--rounds 12]
     python bench/throughput.py --recording-cost [--rounds 8]
 
 All sides train the same task: 32768 synthetic samples, a 32 -> 256 -> 256 -> 10 MLP, batch
@@ -42,6 +43,13 @@ writes no checkpoint, Lightning by hand one per epoch, the HF Trainer one per 50
 Targets: generated ddp >= 0.95x the minimal DDP loop; lightning and hf no slower than
 the same framework by hand.
 
+--task llm times the llm project (ddp framework) in tokens/s per process against a minimal
+causal-LM DDP loop (bench/baselines/lm_loop.py): its --smoke model (a 2-layer Llama, hidden
+64), blocks of 128 tokens, 8 per process and step, 8 steps an epoch, LM_EPOCHS epochs a
+call; same math: no weight decay, no clipping, no activation checkpointing, fp32. Target:
+>= 0.95x. At this size a step is mostly the loop's own work, so the ratio prices genie's
+scaffolding at its most visible.
+
 The ddp job runs as a generated project does: the Flight Recorder on and hang.py's
 heartbeat thread running (both process-wide, so the baseline is recorded too).
 --recording-cost prices that: it runs the ddp job with recording off, on, off, on (one
@@ -68,6 +76,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 SAMPLES, PROCESSES, EPOCHS, BATCH = 32768, 2, 2, 32
+LM_EPOCHS, LM_SEQ_LEN, LM_BATCH = 6, 128, 8  # --task llm (lm_loop.py has the same shapes)
 MARKER = "BENCH "
 ENV = {
     **os.environ,
@@ -91,6 +100,12 @@ BASELINE = {  # framework: (name, module in bench/baselines with run(epochs, out
     "hf": ("HF Trainer by hand", "hf_by_hand"),
 }
 TARGET = {"ddp": 0.95, "lightning": 1.0, "hf": 1.0}
+# --task llm: the generated llm project's flags for its baseline's per-step work, and its
+# --smoke shapes as lm_loop.py has them (checkpoints and logs out of the timed steps)
+LM_SAME_MATH = ["--weight-decay", "0", "--max-grad-norm", "0", "--no-activation-checkpointing",
+                "--tracker", "none", "--precision", "fp32"]  # fmt: skip
+LM_FLAGS = ["--smoke", "--seq-len", str(LM_SEQ_LEN), "--batch-size", str(LM_BATCH),
+            "--save-every", "1000000"]  # fmt: skip
 # "again" is "same" once more: the ratio of the two is what the bench reads between
 # identical code (an A/A check), its resolution on this machine.
 SIDES = ("same", "defaults", "baseline", "again")
@@ -110,21 +125,21 @@ def orders(n: int) -> list[list[int]]:
     return [[(k + shift) % n for k in first] for shift in range(n)]
 
 
-def project_argv(epochs: int, out: Path, flags: list[str]) -> list[str]:
+def project_argv(epochs: int, out: Path, flags: list[str], task: str = "custom") -> list[str]:
     """A generated project's command line for one timed call."""
+    sized = ["--num-samples", str(SAMPLES), "--num-workers", "0"] if task == "custom" else LM_FLAGS
     return [
         "--epochs", str(epochs),
         "--checkpoint-dir", str(out / "ck"),
         "--log-dir", str(out / "runs"),
         "--log-every", "1000000",
-        "--num-samples", str(SAMPLES),
-        "--num-workers", "0",
         "--val-fraction", "0",  # one validation sample: the baselines do not validate
+        *sized,
         *flags,
     ]  # fmt: skip
 
 
-def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
+def worker(framework: str, project: Path, work: Path, rounds: int, task: str) -> None:
     """Runs in each torchrun process: every side in turn, timed between barriers."""
     import torch
     import torch.distributed as dist
@@ -132,7 +147,10 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
 
     sys.path[:0] = [str(project), str(HERE / "baselines")]
     generated = importlib.import_module("train")  # the generated project's train.py
-    baseline = importlib.import_module(BASELINE[framework][1])
+    llm = task == "llm"
+    baseline = importlib.import_module("lm_loop" if llm else BASELINE[framework][1])
+    if llm:
+        os.environ["BENCH_LM_VOCAB"] = str(len(generated.data.smoke_tokenizer()))
     if framework == "ddp":
         # the project's own set-up, recording for a hang as its main() does
         recording = os.environ.get("BENCH_RECORDING", "1") == "1"
@@ -149,9 +167,10 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
         def call(argv: list[str]) -> None:
             generated.train(generated.parse_args(argv))
 
+    same = LM_SAME_MATH if llm else SAME_MATH[framework]
     sides = {
-        "same": lambda e, out: call(project_argv(e, out, SAME_MATH[framework])),
-        "defaults": lambda e, out: call(project_argv(e, out, [])),
+        "same": lambda e, out: call(project_argv(e, out, same, task)),
+        "defaults": lambda e, out: call(project_argv(e, out, [], task)),
         "baseline": lambda e, out: baseline.run(e, str(out)),
     }
     sides["again"] = sides["same"]
@@ -168,14 +187,15 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
             dist.barrier()
             stamps.clear()
             start = time.perf_counter()
-            sides[side](EPOCHS if r else 1, out)
+            sides[side]((LM_EPOCHS if llm else EPOCHS) if r else 1, out)
             dist.barrier()
             seconds = time.perf_counter() - start
             # what one side sets globally must not carry over to the next
             torch.set_float32_matmul_precision(precision)
             if rank == 0:
                 step = statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
-                record = {"round": r, "side": side, "seconds": seconds, "step": step}
+                record = {"round": r, "side": side, "seconds": seconds, "step": step,
+                          "steps": len(stamps)}  # fmt: skip
                 print(MARKER + json.dumps(record))
                 sys.stdout.flush()
                 shutil.rmtree(out, ignore_errors=True)
@@ -184,26 +204,36 @@ def worker(framework: str, project: Path, work: Path, rounds: int) -> None:
     dist.destroy_process_group()
 
 
-def generate(work: Path, framework: str) -> Path:
-    project = work / framework
+def generate(work: Path, framework: str, task: str = "custom") -> Path:
+    project = work / f"{framework}-{task}"
+    sized = ["--batch-size", str(BATCH), "--lr", "0.001"] if task == "custom" else []
     subprocess.run(
         [PY, "-m", "genie", "new", str(project), "--yes", "--no-smoke",
-         "--framework", framework, "--batch-size", str(BATCH), "--lr", "0.001"],
+         "--framework", framework, "--task", task, *sized],
         env=ENV, check=True, capture_output=True,
     )  # fmt: skip
     return project
 
 
 def measure(
-    framework: str, work: Path, rounds: int, projects: Path | None, recording: bool = True
+    framework: str,
+    work: Path,
+    rounds: int,
+    projects: Path | None,
+    recording: bool = True,
+    task: str = "custom",
 ) -> dict[tuple[str, str], list[float]]:
-    """samples/s per process, one figure per round, by (side, "step" or "call")."""
-    project = projects.resolve() / framework if projects else work / framework
-    if not project.exists():
-        generate(work, framework)
+    """samples/s (--task llm: tokens/s) per process, one figure per round, by (side, "step"
+    or "call")."""
+    if projects:
+        project = projects.resolve() / (framework if task == "custom" else f"{framework}-{task}")
+    else:
+        project = work / f"{framework}-{task}"
+        if not project.exists():
+            generate(work, framework, task)
     cmd = [
         PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}",
-        str(Path(__file__).resolve()), "--worker", framework,
+        str(Path(__file__).resolve()), "--worker", framework, "--task", task,
         "--project", str(project), "--work", str(work / "runs"), "--rounds", str(rounds),
     ]  # fmt: skip
     env = {**ENV, "BENCH_RECORDING": "1" if recording else "0"}
@@ -219,6 +249,11 @@ def measure(
     rates = {}
     for side in SIDES:
         timed = [records[r, side] for r in range(1, rounds + 1)]
+        if task == "llm":
+            tokens = LM_BATCH * LM_SEQ_LEN  # per process and step
+            rates[side, "step"] = [tokens / t["step"] for t in timed]
+            rates[side, "call"] = [tokens * t["steps"] / t["seconds"] for t in timed]
+            continue
         rates[side, "step"] = [BATCH / t["step"] for t in timed]
         rates[side, "call"] = [EPOCHS * SAMPLES / PROCESSES / t["seconds"] for t in timed]
     return rates
@@ -251,6 +286,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--only", choices=tuple(BASELINE), help="one framework")
     parser.add_argument(
+        "--task", choices=("custom", "llm"), default="custom",
+        help="llm: the llm project (ddp) in tokens/s against a minimal causal-LM loop",
+    )  # fmt: skip
+    parser.add_argument(
         "--recording-cost",
         action="store_true",
         help="the ddp job with the Flight Recorder and heartbeats off, on, off, on",
@@ -266,11 +305,12 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.worker:
-        worker(options.worker, options.project, options.work, options.rounds)
+        worker(options.worker, options.project, options.work, options.rounds, options.task)
         return
     work = Path(tempfile.mkdtemp(prefix="genie-throughput-"))
+    unit = "tokens/s" if options.task == "llm" else "samples/s"
     print(
-        f"samples/s per process, 2 CPU processes (gloo), {options.rounds} rounds. Per step: "
+        f"{unit} per process, 2 CPU processes (gloo), {options.rounds} rounds. Per step: "
         "from the median step time; per call: whole training calls, wall clock. Ratio = "
         "median of the per-round ratios [95% confidence interval]\n",
         flush=True,
@@ -284,9 +324,13 @@ def main() -> None:
         return
     try:
         for framework, (name, _) in BASELINE.items():
-            if options.only and framework != options.only:
+            if (options.only and framework != options.only) or (
+                options.task == "llm" and framework != "ddp"
+            ):
                 continue
-            rates = measure(framework, work, options.rounds, options.projects)
+            rates = measure(framework, work, options.rounds, options.projects, task=options.task)
+            if options.task == "llm":
+                name = "minimal causal-LM DDP loop"
             target = TARGET[framework]
             print(
                 f"{framework}: {name} {mid(rates['baseline', 'step']):.0f} per step, "
@@ -310,7 +354,8 @@ def main() -> None:
                 if side == "same":
                     note = f"target >= {target:.2f}x: {verdict(step[0], step[2], target)}"
                 elif side == "defaults":
-                    note = f"({' '.join(SAME_MATH[framework])} not given)"
+                    same = LM_SAME_MATH if options.task == "llm" else SAME_MATH[framework]
+                    note = f"({' '.join(same)} not given)"
                 else:
                     note = "(identical code: the bench's own resolution)"
                 print(f"  {label} {figures}   {note}", flush=True)

@@ -31,14 +31,18 @@ def test_what_bench_throughput_calls_in_a_generated_train_py_exists_there():
     source = (ROOT / "bench" / "throughput.py").read_text()
     # the ddp job's own calls, in its branch of worker(); the rest every framework's
     ddp_branch = source.split('if framework == "ddp":', 1)[1].split("\n    else:", 1)[0]
+    # --task llm: the llm project (ddp) also sizes the baseline's vocabulary
+    llm_branch = source.split("    if llm:", 1)[1].split("\n    if ", 1)[0]
     calls = r"generated\.(\w+)(?:\.(\w+))?"
-    common = set(re.findall(calls, source.replace(ddp_branch, "")))
+    common = set(re.findall(calls, source.replace(ddp_branch, "").replace(llm_branch, "")))
     ddp = common | set(re.findall(calls, ddp_branch))
+    llm = ddp | set(re.findall(calls, llm_branch))
     assert ("dist_utils", "setup") in ddp and ("build_run", "") in ddp and ("train", "") in common
-    for framework, variant in PROJECTS.items():
+    assert ("data", "smoke_tokenizer") in llm
+    for framework, variant in {**PROJECTS, "llm": "ddp-llm"}.items():
         project = goldens.files(variant)
         defined = top_level_names(project["train.py"])
-        for name, inner in ddp if framework == "ddp" else common:
+        for name, inner in {"ddp": ddp, "llm": llm}.get(framework, common):
             assert name in defined, (framework, name)
             if inner:  # an attribute of a module train.py imports (dist_utils.setup)
                 module = project[f"{name}.py"]

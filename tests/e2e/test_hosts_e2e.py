@@ -312,7 +312,7 @@ def test_a_link_dropped_mid_run_is_named_the_network_with_its_nodes(projects, tm
     assert said.returncode == 0, said.stdout + said.stderr + logs
     first = said.stdout.splitlines()[0]
     assert re.fullmatch(
-        r"collective #\d+ \(all_reduce of float32\[\d+\], train\.py:\d+\): every rank came "
+        r"collective #\d+ \(\w+ of \w+\[\d+\], \w+\.py:\d+\): every rank came "
         r"to it and the connection between them \(node0, node1\) failed \(rank \d: .*Timed out.*\)",
         first,
     ), (

@@ -24,8 +24,8 @@ VARIANTS = {
     "hf": ("--framework", "hf", *CPUS),
     "dp": ("--framework", "dp", "--gpus-per-node", "0"),
 }
-# 4096 samples in 16s on 2 ranks: 128 optimizer steps an epoch, a checkpoint every 5
-TRAIN = ("--num-samples", "4096", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
+# 2048 samples in 16s on 2 ranks: 64 optimizer steps an epoch, a checkpoint every 5
+TRAIN = ("--num-samples", "2048", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
 CTRL_C = ("ddp", "fsdp", "lightning", "hf", "dp")  # Ctrl-C stops each at a step
 
 
