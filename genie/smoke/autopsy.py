@@ -217,7 +217,8 @@ def _slow(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | Non
     span = max(times, default=0.0) - min(times, default=0.0)
     if not count or span <= 0:
         return None
-    nodes = [[n for n in world if ranks[n].host == h] for h in {ranks[n].host for n in world}]
+    hosts = dict.fromkeys(ranks[n].host for n in world)  # in rank order: ties go to the first
+    nodes = [[n for n in world if ranks[n].host == h] for h in hosts]
     for candidates in [[n] for n in world], nodes:  # a rank, else a node's ranks
         late = max(candidates, key=lambda ns: sum(count[n] for n in ns))
         mine = sum(count[n] for n in late)
