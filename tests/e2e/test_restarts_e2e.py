@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -53,21 +54,40 @@ def saved(folder: Path, variant: str) -> bool:
     return (folder / name).exists()
 
 
-def kill_after_a_save(project: Path, variant: str, folder: str) -> None:
-    """The command, SIGKILLed with all its processes (as a node is lost) soon after its
-    first checkpoint, while it trains on."""
-    process = subprocess.Popen(
-        **command(project, variant, folder),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 300
-    while not saved(project / folder, variant) and time.monotonic() < deadline:
-        assert process.poll() is None, "the run ended before its first checkpoint"
-        time.sleep(0.01)
-    time.sleep(0.05)
-    assert process.poll() is None, "the run ended before it was killed: make it longer"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
+# The file whose commit completes a checkpoint: written (renamed into place) last
+COMMITS = {"fsdp": ".metadata", "lightning": "last.ckpt", "hf": "trainer_state.json"}
+KILL_IN_SAVE = Path(__file__).with_name("kill_in_save")  # its sitecustomize.py
+# the checkpoint the kill leaves complete (step 5), as the resuming run names it
+RESUMED = {"hf": r"checkpoint-5\b", "lightning": r"last\.ckpt$"}
+
+
+def kill_in_the_second_save(project: Path, variant: str, folder: str) -> str:
+    """The command, SIGKILLed with all its processes (as a node is lost) in the middle of
+    its second checkpoint save, just before the file that completes it is committed
+    (kill_in_save/sitecustomize.py); its output."""
+    env = {"GENIE_KILL_IN_SAVE": f"{COMMITS.get(variant, 'last.pt')}:2",
+           "PYTHONPATH": str(KILL_IN_SAVE)}  # fmt: skip
+    run = command(project, variant, folder)
+    log = project / f"{folder}.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            **{**run, "env": {**run["env"], **env}},
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        code = process.wait(timeout=300)
+    said = log.read_text()
+    assert code == -signal.SIGKILL and "GENIE_KILL_IN_SAVE: SIGKILL" in said, said[-3000:]
+    time.sleep(0.5)  # the kernel's SIGKILL of the other ranks, as torchrun ended
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and in_project(pid, project)]
+    assert not left, f"processes of the killed run still running: {left}"
+    return said
+
+
+def in_project(pid: str, project: Path) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cwd").resolve() == project.resolve()
+    except OSError:  # ended meanwhile, or not ours to read
+        return False
 
 
 def ctrl_c_after_a_few_steps(project: Path, variant: str, folder: str) -> tuple[int, str]:
@@ -113,32 +133,27 @@ def files(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_path):
+    import torch
+
     project = generate(tmp_path, *VARIANTS[variant])
     straight = launch(project, variant, "straight")
     assert straight.returncode == 0, straight.stdout[-3000:]
     assert "resum" not in straight.stdout.lower()  # a new folder: nothing to resume
 
-    kill_after_a_save(project, variant, "run")
+    kill_in_the_second_save(project, variant, "run")
+    if variant == "lightning":  # its line names no step: last.ckpt is step 5's
+        ckpt = torch.load(project / "run" / "last.ckpt", weights_only=False)
+        assert ckpt["global_step"] == 5
     again = launch(project, variant, "run")
     assert again.returncode == 0, again.stdout[-3000:]
     said = [line for line in again.stdout.splitlines() if "resum" in line.lower()]
     assert said and f" run{os.sep}" in said[0], again.stdout[-3000:]
-    import torch
+    assert re.search(RESUMED.get(variant, r"step 5\b"), said[0]), said  # the save before
 
     a, b = weights(project / "straight", variant, tmp_path), weights(
         project / "run", variant, tmp_path
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    if variant == "hf":  # a checkpoint-N killed mid-save (no trainer_state.json) is passed over
-        half = project / "run" / "checkpoint-99999"
-        half.mkdir()
-        (half / "model.safetensors").write_bytes(b"half-written")
-        again = launch(project, variant, "run")
-        assert again.returncode == 0, again.stdout[-3000:]
-        assert "resuming from run/checkpoint-" in again.stdout, again.stdout[-3000:]
-        assert "checkpoint-99999" not in again.stdout
-        half.rename(tmp_path / "half")  # not the user's: out of the way of --fresh below
-
     if variant in CTRL_C:  # Ctrl-C: a checkpoint at the step, one line, exit 130
         code, said = ctrl_c_after_a_few_steps(project, variant, "stopped")
         stopped = [line for line in said.splitlines() if "stopped at step" in line]
