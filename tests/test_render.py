@@ -248,7 +248,8 @@ def test_multi_node_script_checks_node_rank_and_runs_torchrun(tmp_path, rendered
             result.returncode == 2 and "usage: bash launch/multi_node.sh NODE_RANK" in result.stderr
         )
     # the master must resolve and be routable here; the user's own LOCAL_ADDR wins
-    env.update(MASTER_ADDR="127.0.0.1", LOCAL_ADDR="10.9.9.9")
+    # (no meet before the job: its e2e test runs it, no node 0 here)
+    env.update(MASTER_ADDR="127.0.0.1", LOCAL_ADDR="10.9.9.9", JOIN_WAIT="0")
     result = run("1", "--smoke", "--epochs", "2")
     spec = spec_of(cpu_machine, **VARIANTS["multinode-static"])
     # torchrun leaves Ctrl-C to the script (it passes it on to the workers)

@@ -256,6 +256,8 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
         procs = lost_and_back(net, dirs, [*args, "--checkpoint-dir", "run"])
     outputs = [p.read_text() for p in procs]
     assert "resuming from step 9" in "".join(outputs), outputs[0][-3000:]
+    # node 1 started again found node 0's job, not a meet, and joined it
+    assert "meet: node 0 runs the job already: joining it" in outputs[1], outputs[1][-3000:]
     assert_same_weights(newest(dirs, "run"), newest(dirs, "straight"))
 
 

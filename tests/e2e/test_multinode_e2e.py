@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +18,8 @@ from genie.smoke import nodes as smoke_nodes
 from genie.smoke.plan import RunOptions
 from genie.spec import build_spec
 
-from ..conftest import run_genie
-from .conftest import CPU_ENV, generate, inject, report_of
+from ..conftest import free_port, run_genie
+from .conftest import CPU_ENV, THIS_PYTHON, generate, inject, report_of
 
 pytestmark = pytest.mark.e2e
 MULTI = ("--nodes", "2", "--master-addr", "node0.example", "--gpus-per-node", "0")
@@ -99,3 +101,49 @@ def test_the_timeout_kills_every_agent_and_worker_of_every_node(tmp_path):
     assert result.returncode == 1 and "timed out after 30 s" in result.stderr
     assert time.monotonic() - started < 90
     assert _processes_under(str(own)) == []
+
+
+def test_waiting_nodes_say_whom_they_wait_for_and_give_up_naming_it(tmp_path):
+    """Node 1 started with a wrong port (issue 47): node 0 says at once that it waits for
+    node 1 and node 1 that it waits for node 0 at that port, every 10 s; both stop within
+    JOIN_WAIT seconds, each with one line naming the other."""
+    project = generate(tmp_path, *MULTI, "--nproc-per-node", "1")
+    right, wrong = free_port(), free_port()
+    nodes = []
+    for rank, port in ((0, right), (1, wrong)):
+        env = {**os.environ, **CPU_ENV, **THIS_PYTHON, "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port), "JOIN_WAIT": "14"}  # fmt: skip
+        nodes.append(subprocess.Popen(
+            ["bash", "launch/multi_node.sh", str(rank), "--smoke"], cwd=project, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        ))  # fmt: skip
+    started, lines = time.monotonic(), {0: [], 1: []}
+
+    def read(rank: int) -> None:
+        for line in nodes[rank].stdout:
+            lines[rank].append((time.monotonic() - started, line.rstrip()))
+
+    readers = [threading.Thread(target=read, args=(rank,)) for rank in (0, 1)]
+    for reader in readers:
+        reader.start()
+    codes = [node.wait(timeout=60) for node in nodes]
+    for reader in readers:
+        reader.join()
+    said = {rank: [line for _, line in lines[rank]] for rank in lines}
+    assert codes == [1, 1], said
+    waits = {
+        0: "meet: waiting for node 1 (1/2 nodes here), up to ",
+        1: f"meet: waiting for node 0 at 127.0.0.1:{wrong} (nothing listens there), up to ",
+    }
+    for rank, wait in waits.items():
+        told = [t for t, line in lines[rank] if line.startswith(wait)]
+        assert told and told[0] < 10 and len(told) >= 2, said[rank]  # at once, then every 10 s
+        assert lines[rank][-1][0] < 14 + 10, said[rank]  # within JOIN_WAIT (and Python's start)
+        assert "Traceback" not in "\n".join(said[rank])
+    fails = {rank: [line for line in said[rank] if "FAIL" in line] for rank in said}
+    assert fails == {
+        0: [f"preflight FAIL: node 1 never arrived at 127.0.0.1:{right} within 14 s: start it, "
+            "and check its MASTER_ADDR, MASTER_PORT and the firewall"],
+        1: [f"preflight FAIL: node 1 cannot reach node 0 at 127.0.0.1:{wrong}: nothing listens "
+            "there: start node 0 (it hosts the rendezvous) (waited 14 s)"],
+    }  # fmt: skip

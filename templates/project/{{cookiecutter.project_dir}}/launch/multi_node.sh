@@ -40,10 +40,10 @@ export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 RDZV_CONF="timeout=${RDZV_TIMEOUT:-900}"
 {% endif %}
 ENTRYPOINT=train.py
+export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
 if [[ "${1:-}" == "--preflight" ]]; then
     # The same torchrun line as the job, after launch/preflight.py has met every node; a node
     # that never arrives is named within PREFLIGHT_WAIT seconds.
-    export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
     export PREFLIGHT_WAIT="${PREFLIGHT_WAIT:-27}"
     export PREFLIGHT_FACTS="${TMPDIR:-/tmp}/preflight-$$.json"  # node 0: what it met, for the table
     python launch/preflight.py meet || exit $?
@@ -54,6 +54,11 @@ if [[ "${1:-}" == "--preflight" ]]; then
 {% endif %}
     ENTRYPOINT=launch/preflight.py
     shift
+elif (( ${JOIN_WAIT:=120} > 0 )); then
+    # The nodes meet before the job (launch/preflight.py join): each says every 10 s whom it
+    # waits for, and a node that has not arrived within JOIN_WAIT seconds stops every node
+    # with one line naming it. JOIN_WAIT=0 skips it: torchrun then waits, silently.
+    PREFLIGHT_WAIT="$JOIN_WAIT" python launch/preflight.py join || exit $?
 fi
 {% with line = g.launch.multi_node %}{% include "partials/start.sh.j2" %}{% endwith %}
 {% endif %}
