@@ -68,6 +68,7 @@ def test_a_corpus_script_left_with_a_todo_fails_the_check_it_names(tmp_path, nam
 THIRD_PARTY = CORPUS / "thirdparty"
 WORDS = ["--epochs", "1", "--emsize", "16", "--nhid", "16", "--batch_size", "4", "--bptt", "8"]
 GAN = ["--dataset", "fake", "--niter", "1", "--dry-run", "--batchSize", "8"]
+SMALL_GAN = ["--n_epochs", "1", "--batch_size", "16"]  # PyTorch-GAN's: 16 batches of 16
 CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, where))
     "pytorch_examples/mnist": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
     "pytorch_examples/mnist_rnn": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
@@ -76,6 +77,9 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     "pytorch_examples/regression": ("main.py", [], None),
     "pytorch_examples/dcgan": ("main.py", GAN, None),
     "pytorch_examples/word_language_model": ("main.py", WORDS, ("wikitext", "data/wikitext-2")),
+    "pytorch_gan/cgan": ("cgan.py", SMALL_GAN, ("mnist", "../../data/mnist")),
+    "pytorch_gan/wgan_gp": ("wgan_gp.py", SMALL_GAN, ("mnist", "../../data/mnist")),
+    "pytorch_tutorial/language_model": ("main.py", [], ("wikitext", "data")),
 }
 
 
