@@ -49,6 +49,9 @@ def test_generated_code_follows_the_version_rules(release, framework):
     if framework == "lightning":  # compiled in place from 2.2: checkpoint keys unchanged
         assert ("self.net.compile" in names) is (version >= (2, 2))
         assert ("torch.compile" in names) is ((2, 0) <= version < (2, 2))
+    elif framework == "ddp":  # each block compiled in place from 2.2, as under FSDP2
+        assert ("block.compile" in names) is (version >= (2, 2))
+        assert ("torch.compile" in names) is ((2, 0) <= version < (2, 2))
     else:
         assert ("torch.compile" in names) is (version >= (2, 0) and framework != "hf")
     if framework in ("ddp", "dp"):

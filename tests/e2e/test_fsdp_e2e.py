@@ -174,18 +174,31 @@ def test_fsdp_initialises_each_shard_in_place_as_the_task_initialises_its_model(
 
 COMPILED = """
 import sys
+import torch
+from torch import nn
 from torch._dynamo.utils import counters
+compiled = []  # what --compile compiles: the class of each module
+module_compile, torch_compile = nn.Module.compile, torch.compile
+def spy_module(self, *args, **kwargs):
+    compiled.append(type(self).__name__)
+    return module_compile(self, *args, **kwargs)
+def spy_torch(model, *args, **kwargs):
+    if isinstance(model, nn.Module):  # (Module.compile passes its own method)
+        compiled.append(type(model).__name__)
+    return torch_compile(model, *args, **kwargs)
+nn.Module.compile, torch.compile = spy_module, spy_torch
 import train
 sys.argv = ["train.py", *sys.argv[1:]]
 train.main()
-print("FRAMES", counters["frames"]["ok"], flush=True)
+print("FRAMES", counters["frames"]["ok"], "COMPILED", ",".join(compiled), flush=True)
 """
 
 
-def test_fsdp_compiles_each_block_and_learns_as_it_does_uncompiled(tmp_path):
-    """--compile under FSDP2 compiles the blocks (Dynamo's frames), not the sharded
-    model as a whole, with activation checkpointing too; the losses are eager's."""
-    project = generate(tmp_path, "--strategy", "fsdp")
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_compile_compiles_each_block_and_learns_as_it_does_uncompiled(tmp_path, strategy):
+    """--compile (DDP, or FSDP2 before sharding) compiles each block in place, not the
+    wrapped model as a whole, with activation checkpointing too; the losses are eager's."""
+    project = generate(tmp_path, "--strategy", strategy)
     (project / "compiled.py").write_text(COMPILED)
     reports, frames = {}, {}
     for name, extra in (("eager", ()), ("compiled", ("--compile", "--activation-checkpointing"))):
@@ -194,7 +207,11 @@ def test_fsdp_compiles_each_block_and_learns_as_it_does_uncompiled(tmp_path):
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         reports[name] = report_of(run.stdout)
         frames[name] = max(int(x) for x in re.findall(r"FRAMES (\d+)", run.stdout))
+        what = re.findall(r"COMPILED (\S*)", run.stdout)
     assert frames["eager"] == 0 and frames["compiled"] >= 2, frames  # a frame per block at least
+    # --depth 2: two blocks on every rank (FSDP: the unit, the block's checkpoint wrapper)
+    blocks = [names.split(",") for names in what]
+    assert what and all(len(b) == 2 and {*b} <= {"Block", "CheckpointWrapper"} for b in blocks)
     for key in ("first_loss", "last_loss"):
         assert reports["compiled"][key] == pytest.approx(reports["eager"][key], rel=1e-4)
 
