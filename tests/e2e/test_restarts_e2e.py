@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -217,3 +218,19 @@ def test_a_second_ctrl_c_stops_a_run_stuck_before_its_step_at_once(tmp_path, var
     assert code == 130, said[-3000:]
     assert said.count("Ctrl-C: stopping at the next optimizer step") == 1, said[-3000:]
     assert "Traceback" not in said, said[-3000:]
+
+
+def test_a_worker_whose_torchrun_is_pid_1_trains_on(tmp_path):
+    """In a container torchrun is PID 1 (the Dockerfile's CMD, the manifests' command): a
+    worker whose parent is PID 1 is not one whose torchrun has ended."""
+    project = generate(tmp_path, *VARIANTS["ddp"])
+    worker = "import dist_utils; dist_utils.end_with_torchrun(); print('trains on')"
+    torchrun = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {worker!r}])"
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", torchrun],
+        cwd=project, env={**os.environ, **CPU_ENV, "TORCHELASTIC_RUN_ID": "pid1"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if "unshare failed" in done.stderr or "Operation not permitted" in done.stderr:
+        pytest.skip(f"no PID namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0 and done.stdout.strip() == "trains on", done.stderr[-2000:]

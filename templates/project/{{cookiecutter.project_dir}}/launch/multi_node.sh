@@ -29,14 +29,14 @@ node_network "$MASTER_ADDR" || exit 2
 # c10d assigns ranks itself. NODE_RANK says which node hosts the rendezvous store (node 0):
 # torch's own guess matches the address against this machine's hostname, which fails where
 # the hostname maps to 127.0.1.1 or the address is on a second network interface.
-# RDZV_TIMEOUT: how long the nodes wait for each other to join, and after a restart to
-# rejoin, in seconds (torch's default).
+# RDZV_TIMEOUT: how long the nodes wait for each other to join (after the meet below), and
+# after a restart to rejoin, in seconds (torch's default).
 RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 )),join_timeout=${RDZV_TIMEOUT:-600}"
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 {% else %}
-# How long node 0 waits for the others, in seconds (torch's default)
+# How long node 0 waits for the others (after the meet below), in seconds (torch's default)
 RDZV_CONF="timeout=${RDZV_TIMEOUT:-900}"
 {% endif %}
 ENTRYPOINT=train.py
@@ -54,10 +54,12 @@ if [[ "${1:-}" == "--preflight" ]]; then
 {% endif %}
     ENTRYPOINT=launch/preflight.py
     shift
-elif (( ${JOIN_WAIT:=120} > 0 )); then
+elif (( ${JOIN_WAIT:=${RDZV_TIMEOUT:-120}} > 0 )); then
     # The nodes meet before the job (launch/preflight.py join): each says every 10 s whom it
-    # waits for, and a node that has not arrived within JOIN_WAIT seconds stops every node
-    # with one line naming it. JOIN_WAIT=0 skips it: torchrun then waits, silently.
+    # waits for, and a node that has not arrived within JOIN_WAIT seconds (RDZV_TIMEOUT when
+    # set, else 120) stops every node with one line naming it; nodes whose node or process
+    # counts or torch builds differ stop too. JOIN_WAIT=0 skips it: torchrun then waits for
+    # the nodes up to RDZV_TIMEOUT, silently.
     PREFLIGHT_WAIT="$JOIN_WAIT" python launch/preflight.py join || exit $?
 fi
 {% with line = g.launch.multi_node %}{% include "partials/start.sh.j2" %}{% endwith %}
