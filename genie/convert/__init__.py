@@ -8,13 +8,15 @@ script's comments and layout; black formats the result when the script was black
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from typing import Any
 
 from genie.convert.base import Change
+from genie.convert.summary import report as report
 from genie.errors import GenieError
-from genie.i18n import N_, _
+from genie.i18n import _
 
 BLACK_LINE_LENGTHS = (88, 100, 120, 79)
 
@@ -28,30 +30,88 @@ class Conversion:
     evaluation: tuple[str, ...]  # evaluation loaders left whole
     split: bool = True  # whether the training data was split across the processes
     seeds: str = "fixed"  # how the script seeds: "fixed", "random" or "none"
+    # the script's own modules written as copies (program.Local, its conversion), and those
+    # that only print or write files, left as they are
+    modules: tuple[tuple[Any, Conversion], ...] = ()
+    left: tuple[str, ...] = ()
 
     @property
     def todos(self) -> tuple[Change, ...]:
         return tuple(c for c in self.changes if c.todo)
 
 
-def convert(source: str, script: str = "script.py") -> Conversion:
-    """Convert ``source`` (the text of ``script``); GenieError when it must not be."""
-    import black
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
+@dataclass
+class _File:
+    """One file's rewrite, before its imports point at the copies and black formats it."""
 
-    from genie.convert import base, refuse, seeds
+    tree: Any
+    ctx: Any
+    found: Any  # loaders.Loaders
+    split: bool
+    training: bool  # changed beyond its prints and file writes
+
+
+def convert(source: str, script: str = "script.py", modules: Any = None) -> Conversion:
+    """Convert ``source`` (the text of ``script``) and the script's own ``modules`` it
+    imports (program.read: dotted name -> program.Local); GenieError when it must not be."""
+    from genie.convert import program, refuse
+    from genie.convert.base import PROGRAM
+
+    modules = dict(modules or {})
+    main = _parse(source, script)
+    wrappers = {name: _parse(m.source, m.label) for name, m in modules.items()}
+    trees = {name: w.module for name, w in wrappers.items()}
+    token = PROGRAM.set(program.facts({"__main__": main.module, **trees}))
+    try:
+        refuse.check(main.module, script, {modules[n].label: t for n, t in trees.items()})
+        done = {name: _convert_file(w, library=True) for name, w in wrappers.items()}
+        chosen = program.copies(modules, trees, {n for n, f in done.items() if f.training})
+        mine = _convert_file(main, elsewhere=[done[n] for n in chosen])
+    finally:
+        PROGRAM.reset(token)
+    copied = tuple(
+        (modules[n], _finish(done[n], modules[n].source, chosen, modules[n]))
+        for n in sorted(chosen)
+    )
+    conversion = _finish(mine, source, chosen, None)
+    left = tuple(
+        sorted(modules[n].label for n, f in done.items() if n not in chosen and f.ctx.changes)
+    )
+    evaluation = [*conversion.evaluation, *(e for _m, c in copied for e in c.evaluation)]
+    batch = next((c.batch for c in (conversion, *(c for _m, c in copied)) if c.batch), None)
+    return dataclasses.replace(
+        conversion,
+        batch=batch,
+        evaluation=tuple(evaluation),
+        split=mine.split or any(done[n].split for n in chosen),
+        modules=copied,
+        left=left,
+    )
+
+
+def _parse(source: str, script: str) -> Any:
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
 
     try:
-        wrapper = MetadataWrapper(cst.parse_module(source))
+        return MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as err:
         raise GenieError(
             _("{s} is not valid Python: line {l}: {m}").format(
                 s=script, l=err.raw_line, m=err.message
             )
         ) from None
+
+
+def _convert_file(wrapper: Any, library: bool = False, elsewhere: Any = ()) -> _File:
+    """One file's rewrite; a ``library`` is a module of the script's, and ``elsewhere`` the
+    modules converted with the script (what they do, the script need not)."""
+    import libcst as cst
+    from libcst.metadata import PositionProvider
+
+    from genie.convert import base, seeds
+
     tree = wrapper.module
-    refuse.check(tree, script)
     ctx = base.Context(positions=wrapper.resolve(PositionProvider))
     ctx.facts["names"] = {n.value for n in base.walk(tree) if isinstance(n, cst.Name)}
     ctx.facts["seeding"] = seeds.seeding(tree)  # unseeded: rank 0's seed on every rank
@@ -59,38 +119,57 @@ def convert(source: str, script: str = "script.py") -> Conversion:
     ctx.facts["functions"] = {
         n.name.value for n in base.walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
     }
-    tree, found, split = _rewrite(tree, ctx)
+    return _rewrite(tree, ctx, library, list(elsewhere))
+
+
+def _finish(done: _File, source: str, chosen: set[str], local: Any) -> Conversion:
+    """Imports pointed at the copies, black (where the file was black-formatted)."""
+    import black
+
+    from genie.convert import program
+
+    tree = done.tree.visit(program.ImportRewrite(done.ctx, local, chosen))
     mode = _black_mode(source)
     text = black.format_str(tree.code, mode=mode) if mode else tree.code
-    changes = tuple(sorted(ctx.changes, key=lambda c: (c.line, c.todo)))
+    changes = tuple(sorted(done.ctx.changes, key=lambda c: (c.line, c.todo)))
+    found = done.found
     return Conversion(
         source,
         text,
         changes,
         found.batch,
         tuple(found.evaluation),
-        split=split,
-        seeds=ctx.facts["seeding"],
+        split=done.split,
+        seeds=done.ctx.facts["seeding"],
     )
 
 
-def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
-    """Every rewrite, in order; the tree, the loaders found, and whether data is split."""
+def _rewrite(tree: Any, ctx: Any, library: bool, elsewhere: list[_File]) -> _File:
+    """Every rewrite, in order."""
     from genie.convert import batches, decisions, device, loaders, model, placement, rank0, setup
+    from genie.convert.base import current
 
     tree = tree.visit(device.DeviceRewrite(ctx))
-    tree = tree.visit(model.ModelRewrite(ctx, model.find(tree)))
+    others = current().models if library else frozenset()
+    tree = tree.visit(model.ModelRewrite(ctx, model.find(tree, others)))
     found = loaders.find(tree)
     tree = tree.visit(loaders.LoaderRewrite(ctx, found))
     hand = batches.find(tree, loaders.known_data(tree))
     tree = tree.visit(batches.HandBatchRewrite(ctx, hand))
+    before = len(ctx.changes)
     tree = tree.visit(
         rank0.Rank0Rewrite(ctx, barrier=rank0.reads_files(tree), loggers=rank0.loggers(tree))
     )
     tree = rank0.merge_guards(tree)
+    shown = len(ctx.changes) - before  # prints and writes on rank 0 only
     tree = tree.visit(decisions.DecisionRewrite(ctx, placement.trainers(tree)))
-    tree = setup.apply(tree, ctx)
-    if "DDP" not in ctx.uses:
+    tree = setup.apply(tree, ctx, library)
+    split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank", "RankShard"})
+    split = (split or hand.drawn) and not hand.todo
+    done = _File(tree, ctx, found, split, len(ctx.changes) - shown > 0)
+    if library:
+        return done
+    if "DDP" not in ctx.uses and not any("DDP" in f.ctx.uses for f in elsewhere):
         ctx.todo(
             tree,
             _(
@@ -98,9 +177,8 @@ def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
                 "once it is on DEVICE, DDP(model, device_ids=[LOCAL_RANK])"
             ),
         )
-    split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank", "RankShard"})
-    split = (split or hand.drawn) and not hand.todo
-    if not split and not any(change.todo for change in ctx.changes):
+    everywhere = [done, *elsewhere]
+    if not any(f.split for f in everywhere) and not any(c.todo for c in ctx.changes):
         ctx.todo(
             tree,
             _(
@@ -108,7 +186,7 @@ def _rewrite(tree: Any, ctx: Any) -> tuple[Any, Any, bool]:
                 "training loop in this script): every process would train on the same data"
             ),
         )
-    return tree, found, split
+    return done
 
 
 def _black_mode(source: str) -> Any:
@@ -135,68 +213,3 @@ def unified_diff(conversion: Conversion, before: str, after: str) -> str:
         tofile=after,
     )
     return "".join(lines)
-
-
-# What the report says of the script's seeds, where it sets none or a random one
-SEEDS = {
-    "random": N_(
-        "Seeds: the script seeds from random numbers, so each process builds different "
-        "initial weights; DDP broadcasts rank 0's weights when it wraps each model after its "
-        "last initialisation or load, so every process starts from the same weights."
-    ),
-    "none": N_(
-        "Seeds: the script sets no seed, so every process takes rank 0's random seed when it "
-        "joins the process group (shared_seed()): what it draws with torch from there on "
-        "(synthetic data, targets, initial weights) is the same on every process, not what "
-        "it draws with NumPy or random, nor at import above the main block."
-    ),
-}
-
-
-def report(conversion: Conversion, script: str, nproc: int, nodes: int = 1) -> list[str]:
-    """The numbered list of changes (lines of ``script``), then what the user should know."""
-    out = []
-    merged: dict[tuple[int, bool], list[str]] = {}
-    for change in conversion.changes:
-        whats = merged.setdefault((change.line, change.todo), [])
-        if change.what not in whats:
-            whats.append(change.what)
-    for number, ((line, todo), whats) in enumerate(merged.items(), 1):
-        mark = "TODO " if todo else ""
-        where = _("line {n}").format(n=line) if line else script
-        out.append(f"{number:>3}. {mark}{where}: " + "; ".join(whats))
-    world = nproc * nodes
-    if not conversion.split:
-        out.append(
-            _(
-                "Batch: genie split no training data across the processes (see the TODOs): "
-                "until it is, all {w} processes train on the same batches."
-            ).format(w=world)
-        )
-    elif conversion.batch is None:
-        out.append(
-            _(
-                "Batch: each process keeps its batch size, so {w} processes train on {w} times "
-                "the batch per step; the learning rate is unchanged: consider scaling it "
-                "(linearly, with warmup) or dividing the per-process batch by {w}."
-            ).format(w=world)
-        )
-    else:
-        out.append(
-            _(
-                "Batch: {b} per process, so {w} processes train on a global batch of {w} x {b} "
-                "per step; the learning rate is unchanged: if it was tuned for batch {b}, "
-                "consider scaling it (linearly, with warmup) or keeping the global batch by "
-                "dividing the per-process batch by {w}."
-            ).format(b=conversion.batch, w=world)
-        )
-    if conversion.seeds != "fixed":
-        out.append(_(SEEDS[conversion.seeds]))
-    for name in conversion.evaluation:
-        out.append(
-            _(
-                "Evaluation: {n} is left whole: every process evaluates all of it with the same "
-                "parameters (the single-process metric); rank 0 prints it."
-            ).format(n=name)
-        )
-    return out

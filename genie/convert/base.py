@@ -9,6 +9,7 @@ later rewrite finds the line of a node through its untouched descendants.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,26 @@ LOCAL_RANK, RANK, WORLD_SIZE, DEVICE = "LOCAL_RANK", "RANK", "WORLD_SIZE", "DEVI
 TODO = "# genie: TODO: "
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+
+
+@dataclass(frozen=True)
+class Program:
+    """What the script's own local modules hold (see :mod:`genie.convert.program`), for the
+    rewrite of each file: the pieces of training may live in different files."""
+
+    optimizer_methods: frozenset[str] = frozenset()  # ``configure_optimizers``, any file's
+    models: frozenset[str] = frozenset()  # trained models found in any file, by name
+    loaders: frozenset[str] = frozenset()  # training loaders given a DistributedSampler
+    epoch_loaders: frozenset[str] = frozenset()  # those with an epoch loop in some file
+    fed: frozenset[tuple[str, str]] = frozenset()  # (function, parameter) given training data
+
+
+# The program being converted (None: a script on its own), read through current()
+PROGRAM: ContextVar[Program | None] = ContextVar("genie_convert_program", default=None)
+
+
+def current() -> Program:
+    return PROGRAM.get() or Program()
 
 
 @dataclass(frozen=True)
@@ -129,6 +150,18 @@ def keyword_arg(name: str, value: cst.BaseExpression | str) -> cst.Arg:
         keyword=cst.Name(name),
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
+
+
+def insert_arg(args: list[cst.Arg], at: int, arg: cst.Arg) -> None:
+    """``args.insert(at, arg)``; last in a call with one argument per line and a trailing
+    comma, ``arg`` gets a line of its own."""
+    last = args[-1].comma if at == len(args) >= 2 else None
+    if isinstance(last, cst.Comma) and isinstance(
+        last.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        arg = arg.with_changes(comma=last)
+        args[-1] = args[-1].with_changes(comma=args[-2].comma)
+    args.insert(at, arg)
 
 
 def assigned_once(module: cst.Module, value: cst.BaseExpression) -> cst.BaseExpression:

@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from genie.convert import seeds
-from genie.convert.base import Context, Rewrite, calls, code, dotted, method_calls, walk
+from genie.convert.base import (
+    Context,
+    Rewrite,
+    calls,
+    code,
+    current,
+    dotted,
+    method_calls,
+    walk,
+)
 from genie.i18n import N_, _
 
 _LOOPS = (cst.For, cst.While)
@@ -41,8 +50,8 @@ class HandBatches:
 def find(module: cst.Module, split: set[str]) -> HandBatches:
     """``split``: the names of loaders and lists the other rewrites split already."""
     found = HandBatches(module)
-    split = _derived(module, split)
-    _visit(module, [], _derived(module, split | _passed(module, split)), found)
+    split = _derived(module, split | current().loaders)
+    _visit(module, [], _derived(module, split | passed(module, split)), found)
     return found
 
 
@@ -57,25 +66,53 @@ def _derived(module: cst.Module, names: set[str]) -> set[str]:
     return names
 
 
-def _passed(module: cst.Module, split: set[str]) -> set[str]:
-    """Parameters of the script's functions that are given split data where they are called:
-    ``def train(dataloader, ...)`` called as ``train(train_dataloader, ...)``."""
-    functions = {n.name.value: n for n in walk(module) if isinstance(n, cst.FunctionDef)}
+def passed(module: cst.Module, split: set[str], strict: bool = False) -> set[str]:
+    """Parameters of the script's functions (and classes' ``__init__``) that are given split
+    data where they are called: ``def train(dataloader, ...)`` called as
+    ``train(train_dataloader, ...)``, here or in another file of the program; ``strict``:
+    given exactly one of the names ``split``, in this file."""
+    functions = callables(module)
+    given = fed(module, functions, split, strict)
+    given |= set() if strict else current().fed
+    return {param for function, param in given if function in functions}
+
+
+def callables(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """The module's functions by name, and each class's ``__init__`` by the class's name."""
+    found = {n.name.value: n for n in walk(module) if isinstance(n, cst.FunctionDef)}
+    for cls in (n for n in walk(module) if isinstance(n, cst.ClassDef)):
+        init = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef)
+                     and f.name.value == "__init__"), None)  # fmt: skip
+        if init is not None:
+            found[cls.name.value] = init
+    return found
+
+
+def fed(
+    callers: cst.Module,
+    functions: dict[str, cst.FunctionDef],
+    split: set[str],
+    strict: bool = False,
+) -> set[tuple[str, str]]:
+    """(function, parameter) of ``functions`` that ``callers`` call with ``split`` data (with
+    what is made from it, unless ``strict``: only the names themselves)."""
+    split = split if strict else _derived(callers, split)
     found = set()
-    for call in (n for n in walk(module) if isinstance(n, cst.Call)):
-        function = functions.get(code(call.func).rpartition(".")[2])
+    for call in (n for n in walk(callers) if isinstance(n, cst.Call)):
+        name = code(call.func).rpartition(".")[2]
+        function = functions.get(name)
         if function is None:
             continue
         params = [p.name.value for p in function.params.params]
         if params[:1] == ["self"]:
             params = params[1:]
         for position, arg in enumerate(call.args):
-            if not _names_in(code(arg.value)) & split:
+            if not (code(arg.value) in split if strict else _names_in(code(arg.value)) & split):
                 continue
             if arg.keyword is not None:
-                found.add(arg.keyword.value)
+                found.add((name, arg.keyword.value))
             elif position < len(params):
-                found.add(params[position])
+                found.add((name, params[position]))
     return found
 
 
@@ -223,3 +260,17 @@ class Shard(cst.CSTTransformer):
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         return False  # in ``x.batches`` the name is an attribute, not the list
+
+
+def lists(module: cst.Module) -> set[str]:
+    """Names bound to a list built in the script: ``batches = [... for ...]``."""
+    found = set()
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            value = node.value
+            built = isinstance(value, (cst.List, cst.ListComp)) or (
+                isinstance(value, cst.Call) and dotted(value.func) in ("list", "torch.split")
+            )
+            if built:
+                found.add(code(node.targets[0].target))
+    return found

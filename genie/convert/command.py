@@ -4,10 +4,12 @@ changes, write, then run the 2-process check."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from genie.convert.files import Layout
 from genie.detect import Machine
@@ -48,7 +50,7 @@ def layout_from_flags(
 
 def run(script: Path, options: ConvertOptions) -> None:
     from genie import convert, detect, ui
-    from genie.convert import files
+    from genie.convert import files, program
 
     machine = detect.machine()
     o = options
@@ -59,11 +61,14 @@ def run(script: Path, options: ConvertOptions) -> None:
         source = script.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise GenieError(_("cannot read {s}: {e}").format(s=script, e=err)) from None
-    conversion = convert.convert(source, script.name)
+    conversion = convert.convert(source, script.name, program.read(script, source))
     target = o.output or files.default_output(script)
     planned = files.plan(script, target, conversion.code, layout)
-    files.check_writable(script, planned, o.force)
+    planned.update({m.copy_path.absolute(): c.code for m, c in conversion.modules})
+    files.check_writable(script, planned, o.force, [m.path for m, _c in conversion.modules])
     show_diff(convert.unified_diff(conversion, str(script), str(target)))
+    for local, copy in conversion.modules:
+        show_diff(convert.unified_diff(copy, str(local.path), str(local.copy_path)))
     heading = _("Changes (lines of {script}):").format(script=script)
     ui.console().print("\n" + heading, markup=False, style="bold")
     for line in convert.report(conversion, script.name, layout.nproc_per_node, layout.nodes):
@@ -75,10 +80,7 @@ def run(script: Path, options: ConvertOptions) -> None:
         if not click.confirm(_("Write {t}?").format(t=target), default=True):
             raise Aborted(_("nothing written"))
     files.write(planned)
-    where = target.absolute().parent
-    described = [(str(p.relative_to(where)), _("launch script")) for p in planned]
-    described[0] = (described[0][0], _("the converted script"))
-    ui.files(str(target.parent), described)
+    ui.files(str(target.parent), _described(target, planned, conversion))
     ui.commands(str(target.parent), files.commands(target, layout))
     if o.check_args is not None:
         try:
@@ -87,13 +89,39 @@ def run(script: Path, options: ConvertOptions) -> None:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
             ) from None
-    if conversion.todos and not o.allow_todo:
-        lines = ", ".join(sorted({str(c.line) for c in conversion.todos}, key=int))
+    _refuse_todos(script, target, conversion, o.allow_todo)
+
+
+def _described(target: Path, planned: dict[Path, str], conversion: Any) -> list[tuple[str, str]]:
+    """Each file written, with what it is."""
+    where = target.absolute().parent
+    copies = {m.copy_path.absolute(): m.label for m, _c in conversion.modules}
+    described = [
+        (
+            os.path.relpath(p, where),
+            _("genie's copy of {m}").format(m=copies[p]) if p in copies else _("launch script"),
+        )
+        for p in planned
+    ]
+    described[0] = (described[0][0], _("the converted script"))
+    return described
+
+
+def _refuse_todos(script: Path, target: Path, conversion: Any, allow: bool) -> None:
+    """Exit non-zero while TODOs are left in any file written, unless ``allow``."""
+    todos = [(str(script), conversion.todos)]
+    todos += [(m.label, c.todos) for m, c in conversion.modules]
+    where = [
+        _("line(s) {l} of {s}").format(l=", ".join(sorted({str(c.line) for c in t}, key=int)), s=f)
+        for f, t in todos
+        if t
+    ]
+    if where and not allow:
         raise GenieError(
             _(
-                "{t} is written, but genie could not convert everything: TODO at line(s) {l} "
-                "of {s}; finish them by hand (or pass --allow-todo to accept them)"
-            ).format(t=target, l=lines, s=script)
+                "{t} is written, but genie could not convert everything: TODO at {w}; finish "
+                "them by hand (or pass --allow-todo to accept them)"
+            ).format(t=target, w="; ".join(where))
         )
 
 

@@ -105,15 +105,17 @@ def plan(script: Path, output: Path, code: str, layout: Layout) -> dict[Path, st
     return files
 
 
-def check_writable(script: Path, files: dict[Path, str], force: bool) -> None:
-    """Refuse before anything is written: the original, or existing files without --force."""
-    original = script.resolve()
+def check_writable(
+    script: Path, files: dict[Path, str], force: bool, modules: list[Path] | None = None
+) -> None:
+    """Refuse before anything is written: the original (or a module of the script's), or
+    existing files without --force."""
+    originals = {p.resolve() for p in [script, *(modules or [])]}
     for path in files:
-        if path.resolve() == original:
+        if path.resolve() in originals:
             raise GenieError(
                 _(
-                    "{p} is the script being converted; genie never overwrites it: pick "
-                    "another -o"
+                    "{p} is the script being converted; genie never overwrites it: pick another -o"
                 ).format(p=path)
             )
         if path.exists() and (not path.is_file() or not force):

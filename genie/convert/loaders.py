@@ -20,7 +20,8 @@ from genie.convert.base import (
     Rewrite,
     calls,
     code,
-    dotted,
+    current,
+    insert_arg,
     keyword_arg,
     kwarg,
     method_calls,
@@ -119,10 +120,21 @@ def find(module: cst.Module) -> Loaders:
         else:
             found.train[id(call)] = name
             found.batch = found.batch or _batch(call)
-            if not _find_epoch_loops(module, found, _aliases(module, name)):
+            names = _aliases(module, name)  # and the parameters it is handed to, by name
+            handed = batches.passed(module, names, strict=True)
+            names |= set().union(*(_aliases(module, p) for p in handed))
+            placed = _find_epoch_loops(module, found, names)
+            if not placed and name not in current().epoch_loaders:
                 found.no_epoch.add(id(call))
+    for name in sorted(current().loaders - set(found.train.values())):
+        _find_epoch_loops(module, found, {name})  # a loader another file builds, passed here
     _find_unsharded(module, found, {n for n, _c, _l in every})
     return found
+
+
+def epoch_loaders(module: cst.Module, names: set[str]) -> set[str]:
+    """Which of the training loaders ``names`` have an epoch loop in ``module``."""
+    return {n for n in names if _find_epoch_loops(module, Loaders(), _aliases(module, n))}
 
 
 def _batch(call: cst.Call) -> str | None:
@@ -133,12 +145,17 @@ def _batch(call: cst.Call) -> str | None:
 
 def known_data(module: cst.Module) -> set[str]:
     """The names of every loader and list the rewrites split (or leave whole), and aliases."""
-    names = {n for n, _c, _l in _loader_calls(module)} | _lists(module)
+    names = {n for n, _c, _l in _loader_calls(module)} | batches.lists(module)
     return set().union(*(_aliases(module, n) for n in names))
 
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
-    return any(isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name for n in walk(node))
+    """Whether ``node`` uses ``name`` (``loader`` in ``self.loader`` is not ``loader``)."""
+    attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+    return any(
+        isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name and id(n) not in attrs
+        for n in walk(node)
+    )
 
 
 def _epoch_name(node: cst.For) -> str | None:
@@ -174,23 +191,9 @@ def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bo
     return placed
 
 
-def _lists(module: cst.Module) -> set[str]:
-    """Names bound to a list built in the script: ``batches = [... for ...]``."""
-    found = set()
-    for node in walk(module):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            value = node.value
-            built = isinstance(value, (cst.List, cst.ListComp)) or (
-                isinstance(value, cst.Call) and dotted(value.func) in ("list", "torch.split")
-            )
-            if built:
-                found.add(code(node.targets[0].target))
-    return found
-
-
 def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> None:
     """Innermost loops that call backward() on batches from a plain list."""
-    lists = _lists(module)
+    lists = batches.lists(module)
     for loop in (n for n in walk(module) if isinstance(n, cst.For)):
         nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
         if nested or not method_calls(loop.body, "backward"):
@@ -236,8 +239,7 @@ class LoaderRewrite(Rewrite):
             # shuffle may hide in the **kwargs: take it out before they are spread
             flag = f'{code(spread.value)}.pop("shuffle", False)'
         sampler = keyword_arg("sampler", f"DistributedSampler({data}, shuffle={flag})")
-        at = args.index(spread) if spread is not None else len(args)
-        args.insert(at, sampler)
+        insert_arg(args, args.index(spread) if spread is not None else len(args), sampler)
         if id(original) in self.loaders.no_epoch and shuffle is not None:
             self.mark_todo(
                 original,

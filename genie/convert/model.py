@@ -69,14 +69,22 @@ def _moves(statement: cst.SimpleStatementLine, key: str) -> bool:
     return isinstance(small, cst.Expr) and code(small.value).startswith(f"{key}.to(")
 
 
-def find(module: cst.Module) -> Models:
-    """Which names hold trained models, and after which statement each gets wrapped."""
+ELSEWHERE = -1  # the scope of a model wrapped in another file: wrapped wherever it is used
+
+
+def find(module: cst.Module, elsewhere: frozenset[str] = frozenset()) -> Models:
+    """Which names hold trained models, and after which statement each gets wrapped;
+    ``elsewhere``: models that another file of the program wraps, and that this one (a
+    module it imports) may be handed, wrapped, by name."""
     found = Models()
     found.keys = placement.optimized(module) | hand_updated(module)
     found.data_parallel = bool(calls(module, *DATA_PARALLEL))
     _follow_moves(module, found)
     _find_final(module, found)
     _find_wrap_points(module, found)
+    for key in elsewhere - found.keys:
+        found.keys.add(key)
+        found.scope_of[key] = ELSEWHERE
     return found
 
 
@@ -113,7 +121,7 @@ def _find_wrap_points(module: cst.Module, found: Models) -> None:
     """Wrap after the last statement that moves the model or wraps it in DataParallel (in the
     scope of the first one); failing both, before its optimizer or after it is built."""
     scopes: list[tuple[int, cst.SimpleStatementLine]] = []  # (function id, statement)
-    _statements(module, id(module), scopes)
+    placement.statements(module, id(module), scopes)
     found.module_id = id(module)
     for key in sorted(found.keys - set(found.scope_of)):
         moving = [(f, s) for f, s in scopes if _moves(s, key)]
@@ -139,48 +147,33 @@ def _assigns(statement: cst.SimpleStatementLine, key: str) -> bool:
     return assigned is not None and assigned[0] == key and isinstance(assigned[1], cst.Call)
 
 
-def _statements(
-    node: cst.CSTNode,
-    function: int,
-    out: list[tuple[int, cst.SimpleStatementLine]],
-    branch: bool = False,
-) -> None:
-    """Every simple statement with its function; those in a branch (``if``, loop, ``try``)
-    are left out, since a wrap there may never run."""
-    for child in node.children:
-        if isinstance(child, cst.SimpleStatementLine) and not branch:
-            out.append((function, child))
-        if isinstance(child, cst.FunctionDef):
-            _statements(child, id(child), out)
-        else:
-            inside = branch or isinstance(child, _BRANCHES)
-            _statements(child, function, out, inside)
-
-
-_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.With)
-
-
 class ModelRewrite(Rewrite):
     def __init__(self, ctx: Context, models: Models) -> None:
         super().__init__(ctx)
         self.models = models
         self.functions: list[int] = []
+        self.params: list[set[str]] = []  # each enclosing function's parameters
         self.wrapped: set[str] = set()
         self.rebuilt: set[str] = set()  # built again after the wrap: plain models
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(id(node))
+        self.params.append({p.name.value for p in node.params.params})
 
     def leave_FunctionDef(
         self, original: cst.FunctionDef, updated: cst.FunctionDef
     ) -> cst.FunctionDef:
         self.functions.pop()
+        self.params.pop()
         return updated
 
     def _after_wrap(self, key: str) -> bool:
-        """Whether ``key`` names the wrapped model where the rewrite is now."""
+        """Whether ``key`` names the wrapped model where the rewrite is now; a model another
+        file wraps, only where a function is handed it (a parameter of that name)."""
         if key not in self.models.scope_of or key in self.rebuilt:
             return False
+        if self.models.scope_of[key] == ELSEWHERE:
+            return bool(self.params) and key in self.params[-1]
         here = self.functions[-1] if self.functions else self.models.module_id
         return key in self.wrapped or self.models.scope_of[key] != here
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from genie.convert.base import calls, code, method_calls, walk
+from genie.convert.base import calls, code, current, method_calls, walk
 from genie.convert.refuse import optimized as optimized_in
 from genie.convert.refuse import optimizer_calls
 
@@ -47,13 +47,13 @@ def _body(node: cst.If | cst.Else) -> list[cst.BaseStatement]:
 
 def trainers(module: cst.Module) -> set[str]:
     """Functions and classes of the script that train: they call backward() or build an
-    optimizer."""
+    optimizer (or, in another file of the program, a model's method builds one)."""
     return {
         n.name.value
         for n in walk(module)
         if isinstance(n, (cst.FunctionDef, cst.ClassDef))
         and (method_calls(n, "backward") or optimizer_calls(n))
-    }
+    } | current().optimizer_methods
 
 
 def _names(node: cst.CSTNode) -> Iterator[str]:
@@ -70,11 +70,20 @@ def _assigns(statement: cst.BaseStatement, key: str) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine):
         return False
     return any(
-        isinstance(small, cst.Assign)
-        and any(code(t.target) == key for t in small.targets)
-        and _a_model(small.value)
+        isinstance(small, cst.Assign) and any(_a_model(v) for v in _values(small, key))
         for small in statement.body
     )
+
+
+def _values(assign: cst.Assign, key: str) -> Iterator[cst.BaseExpression]:
+    """What ``assign`` gives ``key``: ``key = value``, or ``key, config = value, c``."""
+    for target in (t.target for t in assign.targets):
+        if code(target) == key:
+            yield assign.value
+        elif isinstance(target, cst.Tuple) and isinstance(assign.value, cst.Tuple):
+            if len(target.elements) == len(assign.value.elements):
+                pairs = zip(target.elements, assign.value.elements, strict=True)
+                yield from (v.value for t, v in pairs if code(t.value) == key)
 
 
 def _a_model(value: cst.BaseExpression) -> bool:
@@ -172,3 +181,24 @@ def optimizer_after(
             if key in owners:
                 return function, statement
     return None
+
+
+def statements(
+    node: cst.CSTNode,
+    function: int,
+    out: list[tuple[int, cst.SimpleStatementLine]],
+    branch: bool = False,
+) -> None:
+    """Every simple statement with its function; those in a branch (``if``, loop, ``try``)
+    are left out, since a wrap there may never run."""
+    for child in node.children:
+        if isinstance(child, cst.SimpleStatementLine) and not branch:
+            out.append((function, child))
+        if isinstance(child, cst.FunctionDef):
+            statements(child, id(child), out)
+        else:
+            inside = branch or isinstance(child, _BRANCHES)
+            statements(child, function, out, inside)
+
+
+_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.With)

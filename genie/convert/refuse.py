@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from genie.convert.base import calls, code, dotted, method_calls, walk
+from genie.convert.base import calls, code, current, dotted, method_calls, walk
 from genie.errors import GenieError
 from genie.i18n import _
 
@@ -47,8 +47,23 @@ def _used_names(module: cst.Module) -> set[str]:
     return used
 
 
-def check(module: cst.Module, script: str) -> None:
-    """Raise a one-line :class:`GenieError` when ``module`` must not be converted."""
+def check(module: cst.Module, script: str, others: dict[str, cst.Module] | None = None) -> None:
+    """Raise a one-line :class:`GenieError` when ``module`` (with the local modules it
+    imports, ``others``: file -> module) must not be converted."""
+    others = others or {}
+    for name, tree in [(script, module), *others.items()]:
+        distributed(tree, name)
+    if not any(optimized(t) or hand_updated(t) for t in [module, *others.values()]):
+        raise GenieError(
+            _(
+                "{s}: no optimizer over a model's parameters found (e.g. "
+                "torch.optim.SGD(model.parameters())); genie converts training scripts only"
+            ).format(s=script)
+        )
+
+
+def distributed(module: cst.Module, script: str) -> None:
+    """Refuse ``module`` when it is already distributed."""
     imported, used = _imported_names(module), _used_names(module)
     top = {name.split(".")[0] for name in imported}
     for kind, mark, what, instead in DISTRIBUTED:
@@ -59,13 +74,6 @@ def check(module: cst.Module, script: str) -> None:
                     s=script, what=what, instead=instead
                 )
             )
-    if not optimized(module) and not hand_updated(module):
-        raise GenieError(
-            _(
-                "{s}: no optimizer over a model's parameters found (e.g. "
-                "torch.optim.SGD(model.parameters())); genie converts training scripts only"
-            ).format(s=script)
-        )
 
 
 OPTIMIZERS = (
@@ -109,9 +117,10 @@ def optimizer_methods(module: cst.Module) -> set[str]:
 def optimized(node: cst.CSTNode, methods: set[str] | None = None) -> set[str]:
     """Models below ``node`` whose parameters an optimizer updates: ``model`` in
     ``torch.optim.SGD(model.parameters())`` or ``model.configure_optimizers()``, where
-    ``methods`` (default: ``node``'s own, a module) are the ones that build optimizers."""
+    ``methods`` (default: ``node``'s own, a module, and the program's) build optimizers."""
     if methods is None:
-        methods = optimizer_methods(node) if isinstance(node, cst.Module) else set()
+        methods = set(current().optimizer_methods)
+        methods |= optimizer_methods(node) if isinstance(node, cst.Module) else set()
     found = set()
     for call in optimizer_calls(node):
         if call.args:

@@ -127,20 +127,25 @@ def _setup_and_teardown(body: Sequence[Any]) -> list[Any]:
     return [setup, wrapped.with_changes(leading_lines=[])]
 
 
-def apply(module: cst.Module, ctx: Context) -> cst.Module:
+def apply(module: cst.Module, ctx: Context, library: bool = False) -> cst.Module:
+    """The header after the imports, and the main block (or top-level run) between joining
+    and leaving; for a ``library`` (a module of the script's that it imports), the header
+    only, without joining: the script joins before it calls the module."""
     header = 0
     while header < len(module.body) and _is_header(module.body[header]):
         header += 1
     bound = _bound_names(module)
+    group = not library or bool(ctx.uses & {decisions.HELPER, "barrier"})
     wanted = [
-        "gc",
+        *(["gc"] if not library else []),
         "os",
         "torch",
-        "dist",
-        *sorted(n for n in ("DDP", "DistributedSampler") if n in ctx.uses),
+        *(["dist"] if group else []),
+        *(["DDP"] if ctx.uses & {"DDP", "unwrap"} else []),
+        *(["DistributedSampler"] if "DistributedSampler" in ctx.uses else []),
     ]
     imports = [stmt(IMPORTS[n] + "\n") for n in wanted if n not in bound]
-    text = BLOCK
+    text = BLOCK.split("\n\ndef setup_distributed")[0] if library else BLOCK
     if ctx.uses & {"shard", "per_rank", "RankShard"}:
         text = text.replace("DEVICE = ", WORLD_SIZE_LINE + "DEVICE = ", 1)
     if "shard" in ctx.uses:
@@ -151,7 +156,7 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
         text += iterables.HELPER
     if "unwrap" in ctx.uses:
         text += UNWRAP
-    if ctx.facts.get("seeding") == "none":
+    if ctx.facts.get("seeding") == "none" and not library:
         text = text.replace(INIT, INIT + SEED_LINE, 1) + SHARED_SEED
     if "seed_each_rank" in ctx.uses:
         text += seeds.each_rank(ctx.facts["draws"])
@@ -161,7 +166,9 @@ def apply(module: cst.Module, ctx: Context) -> cst.Module:
     block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(), *block[0].leading_lines])
     rest = list(module.body[header:])
     guard = next((i for i, s in enumerate(rest) if _main_guard(s)), None)
-    if guard is None:
+    if library:
+        pass  # imported: its main block, if any, does not run
+    elif guard is None:
         _wrap_top_level(rest, ctx)
     else:
         _wrap_main_block(rest, guard, ctx)

@@ -69,6 +69,8 @@ THIRD_PARTY = CORPUS / "thirdparty"
 WORDS = ["--epochs", "1", "--emsize", "16", "--nhid", "16", "--batch_size", "4", "--bptt", "8"]
 GAN = ["--dataset", "fake", "--niter", "1", "--dry-run", "--batchSize", "8"]
 SMALL_GAN = ["--n_epochs", "1", "--batch_size", "16"]  # PyTorch-GAN's: 16 batches of 16
+CHARGPT = ["--trainer.max_iters=30", "--trainer.batch_size=8", "--trainer.num_workers=0",
+           "--model.model_type=gpt-nano", "--data.block_size=32"]  # fmt: skip
 CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, where))
     "pytorch_examples/mnist": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
     "pytorch_examples/mnist_rnn": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
@@ -80,27 +82,47 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     "pytorch_gan/cgan": ("cgan.py", SMALL_GAN, ("mnist", "../../data/mnist")),
     "pytorch_gan/wgan_gp": ("wgan_gp.py", SMALL_GAN, ("mnist", "../../data/mnist")),
     "pytorch_tutorial/language_model": ("main.py", [], ("wikitext", "data")),
+    # the loaders in data_setup.py, the epoch loop in engine.py, the save in utils.py
+    "going_modular": ("going_modular/train.py", [], ("images", "data/pizza_steak_sushi")),
+    # installed (pip install -e .): the Trainer's loop, its sampler drawing with replacement
+    # and its optimizer from the model's configure_optimizers() live in the mingpt package
+    "mingpt": ("projects/chargpt/chargpt.py", CHARGPT, ("shakespeare", ".")),
+}
+INSTALLED = {"mingpt"}  # on PYTHONPATH, as an editable install puts it
+COPIES = {  # the script's own modules genie must write a _ddp.py copy of; the others it must not
+    "going_modular": {"data_setup.py", "engine.py", "utils.py"},
+    "mingpt": {"../../mingpt/trainer.py"},
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(tmp_path, case):
     """As a user would: the script (and its local modules) runs on one process as its README
-    says, then ``genie convert`` rewrites it and proves it on 2 processes."""
+    says, then ``genie convert`` rewrites it (and copies of the modules it must change) and
+    proves it on 2 processes; no file of the user's is written."""
     script, args, data = CASES[case]
-    folder = tmp_path / "work" / Path(case).name
-    shutil.copytree(THIRD_PARTY / case, folder)
+    root = tmp_path / "work" / Path(case).name
+    shutil.copytree(THIRD_PARTY / case, root)
+    folder, script = root / Path(script).parent, Path(script).name
+    env = {**CPU_ENV, "PYTHONPATH": str(root)} if case in INSTALLED else CPU_ENV
     if data:
         made = subprocess.run([sys.executable, str(THIRD_PARTY / "fake_data.py"), data[0],
                                str(folder / data[1])], capture_output=True, text=True)  # fmt: skip
         assert made.returncode == 0, made.stderr
-    alone = subprocess.run([sys.executable, script, *args], cwd=folder, env=ENV,
+    alone = subprocess.run([sys.executable, script, *args], cwd=folder, env={**ENV, **env},
                            capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
     assert alone.returncode == 0, alone.stderr[-3000:]
+    before = {p: p.read_bytes() for p in root.rglob("*.py")}
     said = run_genie("convert", script, "--yes", "--check-args", " ".join(args),
-                     "--check-dir", ".", cwd=folder, **CPU_ENV)  # fmt: skip
+                     "--check-dir", ".", cwd=folder, **env)  # fmt: skip
     assert said.returncode == 0, said.stdout[-4000:] + said.stderr[-2000:]
     assert "TODO" not in said.stdout and "│ verdict │ PASS" in said.stdout
+    assert all(p.read_bytes() == text for p, text in before.items())  # originals untouched
+    copies = {p for p in root.rglob("*_ddp.py") if p.name != f"{Path(script).stem}_ddp.py"}
+    expected = {
+        (folder / m).resolve().with_name(Path(m).stem + "_ddp.py") for m in COPIES.get(case, ())
+    }
+    assert {p.resolve() for p in copies} == expected
 
 
 BEFORE = {  # shapes as genie converted them before their fix -> what the check finds

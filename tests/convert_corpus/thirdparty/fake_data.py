@@ -3,6 +3,8 @@ where each script looks for them (the scripts themselves are kept verbatim).
 
     python fake_data.py mnist ROOT      # ROOT/MNIST/raw/*-idx?-ubyte, as torchvision reads them
     python fake_data.py wikitext DIR    # DIR/{train,valid,test}.txt
+    python fake_data.py images DIR      # DIR/{train,test}/{pizza,steak,sushi}/*.png
+    python fake_data.py shakespeare DIR # DIR/input.txt
 """
 
 from __future__ import annotations
@@ -44,5 +46,32 @@ def wikitext(folder: Path) -> None:
         (folder / f"{name}.txt").write_text(text)
 
 
+def images(root: Path, train: int = 16, test: int = 8) -> None:
+    """ImageFolder trees, as torchvision reads them: 64x64 noise tinted by class, one colour
+    channel brighter per class (learnable)."""
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(0)
+    for split, count in (("train", train), ("test", test)):
+        for label, name in enumerate(("pizza", "steak", "sushi")):
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                pixels = torch.randint(0, 128, (64, 64, 3), generator=g, dtype=torch.uint8)
+                pixels[:, :, label] += 127
+                Image.fromarray(pixels.numpy()).save(folder / f"{i}.png")
+
+
+def shakespeare(folder: Path) -> None:
+    """input.txt: lines of a few words in a small alphabet, a text a char model can learn."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    words = ["to", "be", "or", "not", "that", "is", "the", "question", "my", "lord"]
+    lines = (" ".join(rng.choice(words) for _ in range(8)) + "\n" for _ in range(300))
+    # chargpt samples from the prompt "O God, O God!": every character of it is in the text
+    (folder / "input.txt").write_text("O God, O God!\n" + "".join(lines))
+
+
 if __name__ == "__main__":
-    {"mnist": mnist, "wikitext": wikitext}[sys.argv[1]](Path(sys.argv[2]))
+    kinds = {"mnist": mnist, "wikitext": wikitext, "images": images}
+    {**kinds, "shakespeare": shakespeare}[sys.argv[1]](Path(sys.argv[2]))
