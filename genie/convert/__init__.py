@@ -13,7 +13,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from genie.convert.base import Change
+from genie.convert.summary import Change
 from genie.convert.summary import report as report
 from genie.errors import GenieError
 from genie.i18n import _

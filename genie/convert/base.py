@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import CodeRange
 
+from genie.convert.summary import Change
 from genie.i18n import _
 
 # Names the converted script defines once, right after its imports (see setup.py).
@@ -44,13 +45,6 @@ PROGRAM: ContextVar[Program | None] = ContextVar("genie_convert_program", defaul
 
 def current() -> Program:
     return PROGRAM.get() or Program()
-
-
-@dataclass(frozen=True)
-class Change:
-    line: int  # in the original script
-    what: str
-    todo: bool = False  # something genie could not convert safely: the user must look
 
 
 @dataclass

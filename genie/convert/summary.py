@@ -3,15 +3,22 @@ batch, the seeds and the evaluation as they are after the conversion."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from genie.convert.base import Change
 from genie.i18n import N_, _
 
 if TYPE_CHECKING:
     from genie.convert import Conversion
 
-__all__ = ["report"]
+__all__ = ["Change", "report"]
+
+
+@dataclass(frozen=True)
+class Change:
+    line: int  # in the original script
+    what: str
+    todo: bool = False  # something genie could not convert safely: the user must look
 
 
 # What the report says of the script's seeds, where it sets none or a random one
