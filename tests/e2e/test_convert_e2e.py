@@ -89,9 +89,10 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     "mingpt": ("projects/chargpt/chargpt.py", CHARGPT, ("shakespeare", ".")),
 }
 INSTALLED = {"mingpt"}  # on PYTHONPATH, as an editable install puts it
-COPIES = {  # the script's own modules genie must write a _ddp.py copy of; the others it must not
-    "going_modular": {"data_setup.py", "engine.py", "utils.py"},
-    "mingpt": {"../../mingpt/trainer.py"},
+RUN_IN = {"mingpt": "projects/chargpt"}  # where each README runs it from (else the folder)
+COPIES = {  # the copies genie must write of the script's own modules, and no other
+    "going_modular": {f"going_modular/{m}_ddp.py" for m in ("data_setup", "engine", "utils")},
+    "mingpt": {"mingpt/trainer_ddp.py"},
 }
 
 
@@ -103,7 +104,8 @@ def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(t
     script, args, data = CASES[case]
     root = tmp_path / "work" / Path(case).name
     shutil.copytree(THIRD_PARTY / case, root)
-    folder, script = root / Path(script).parent, Path(script).name
+    folder = root / RUN_IN.get(case, ".")  # data paths are relative to it
+    script = os.path.relpath(root / script, folder)
     env = {**CPU_ENV, "PYTHONPATH": str(root)} if case in INSTALLED else CPU_ENV
     if data:
         made = subprocess.run([sys.executable, str(THIRD_PARTY / "fake_data.py"), data[0],
@@ -119,10 +121,7 @@ def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(t
     assert "TODO" not in said.stdout and "│ verdict │ PASS" in said.stdout
     assert all(p.read_bytes() == text for p, text in before.items())  # originals untouched
     copies = {p for p in root.rglob("*_ddp.py") if p.name != f"{Path(script).stem}_ddp.py"}
-    expected = {
-        (folder / m).resolve().with_name(Path(m).stem + "_ddp.py") for m in COPIES.get(case, ())
-    }
-    assert {p.resolve() for p in copies} == expected
+    assert {p.relative_to(root).as_posix() for p in copies} == COPIES.get(case, set())
 
 
 BEFORE = {  # shapes as genie converted them before their fix -> what the check finds
