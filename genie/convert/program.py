@@ -12,6 +12,7 @@ it, never over it, and the imports of the script (and of the other copies) point
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ class Local:
     path: Path
     source: str
     label: str  # its path as the report names it, relative to the script's folder
+    imports: frozenset[str] = frozenset()  # the dotted names it may import
 
     @property
     def copy_path(self) -> Path:
@@ -63,18 +65,23 @@ def _find(name: str, places: list[Path]) -> Path | None:
     return None
 
 
+def absolute(name: str, is_package: bool, base: str, level: int) -> str:
+    """``from <level dots><base> import`` in the module ``name``, as an absolute name."""
+    if not level:
+        return base
+    package = name if is_package else name.rpartition(".")[0]
+    parent = package.split(".")[: len(package.split(".")) - level + 1]
+    return ".".join([p for p in parent if p] + ([base] if base else []))
+
+
 def _imported(tree: ast.Module, name: str, is_package: bool) -> list[str]:
     """Dotted names ``tree`` (the module ``name``) may import; relative ones made absolute."""
-    package = name if is_package else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([p for p in parent if p] + ([base] if base else []))
+            base = absolute(name, is_package, node.module or "", node.level)
             found += [base] + [f"{base}.{alias.name}" for alias in node.names]
     return [n for n in found if n]
 
@@ -91,7 +98,10 @@ def read(script: Path, source: str) -> dict[str, Local]:
             tree = ast.parse(text)
         except SyntaxError:
             continue  # converted, it would fail to parse there and say so
-        for wanted in _imported(tree, name, package):
+        imported = _imported(tree, name, package)
+        if name in found:
+            found[name] = dataclasses.replace(found[name], imports=frozenset(imported))
+        for wanted in imported:
             path = _find(wanted, places)
             if wanted in found or path is None or path == script.absolute():
                 continue
@@ -144,16 +154,10 @@ def copies(
     while grew:
         grew = False
         for name in trees:
-            if name not in chosen and _imports(modules[name], chosen):
+            if name not in chosen and modules[name].imports & chosen:
                 chosen.add(name)
                 grew = True
     return chosen
-
-
-def _imports(local: Local, chosen: set[str]) -> bool:
-    package = local.path.name == "__init__.py"
-    parsed = ast.parse(local.source)
-    return bool(set(_imported(parsed, local.name, package)) & chosen)
 
 
 class ImportRewrite(Rewrite):
@@ -169,12 +173,7 @@ class ImportRewrite(Rewrite):
 
     def _absolute(self, node: cst.ImportFrom) -> str:
         base = dotted(node.module) if node.module else ""
-        level = len(node.relative)
-        if not level:
-            return base
-        package = self.name if self.package else self.name.rpartition(".")[0]
-        parent = package.split(".")[: len(package.split(".")) - level + 1]
-        return ".".join([p for p in parent if p] + ([base] if base else []))
+        return absolute(self.name, self.package, base, len(node.relative))
 
     def _said(self, node: cst.CSTNode, old: str) -> None:
         self.ctx.change(
