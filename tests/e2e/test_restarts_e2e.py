@@ -28,7 +28,6 @@ VARIANTS = {
 }
 # 2048 samples in 16s on 2 ranks: 64 optimizer steps an epoch, a checkpoint every 5
 TRAIN = ("--num-samples", "2048", "--batch-size", "16", "--epochs", "2", "--num-workers", "0")
-CTRL_C = ("ddp", "fsdp", "lightning", "hf", "dp")  # Ctrl-C stops each at a step
 
 
 def command(project: Path, variant: str, folder: str, *extra: str) -> dict:
@@ -47,19 +46,17 @@ def launch(project: Path, variant: str, folder: str, *extra: str) -> subprocess.
     return done
 
 
-def saved(folder: Path, variant: str) -> bool:
-    """Whether the run in ``folder`` has written a complete checkpoint."""
-    if variant == "hf":
-        return any(folder.glob("checkpoint-*/trainer_state.json"))
-    name = {"fsdp": "last", "lightning": "last.ckpt"}.get(variant, "last.pt")
-    return (folder / name).exists()
-
-
 # The file whose commit completes a checkpoint: written (renamed into place) last
 COMMITS = {"fsdp": ".metadata", "lightning": "last.ckpt", "hf": "trainer_state.json"}
 KILL_IN_SAVE = Path(__file__).with_name("kill_in_save")  # its sitecustomize.py
 # the checkpoint the kill leaves complete (step 5), as the resuming run names it
 RESUMED = {"hf": r"checkpoint-5\b", "lightning": r"last\.ckpt$"}
+
+
+def saved(folder: Path, variant: str, since: int) -> bool:
+    """Whether the run in ``folder`` has completed a checkpoint since ``since`` (ns)."""
+    name = COMMITS.get(variant, "last.pt")
+    return any(p.stat().st_mtime_ns > since for p in folder.rglob(name))
 
 
 def kill_in_the_second_save(project: Path, variant: str, folder: str) -> str:
@@ -92,17 +89,17 @@ def in_project(pid: str, project: Path) -> bool:
 
 
 def ctrl_c_after_a_few_steps(project: Path, variant: str, folder: str) -> tuple[int, str]:
-    """The command in a terminal of its own, Ctrl-C pressed once it trains (its first
-    checkpoint is written: SIGINT to its foreground process group, as a terminal sends
-    it); its exit code and output."""
-    log = project / f"{folder}.log"
+    """The command in a terminal of its own, Ctrl-C pressed once it trains (it has written
+    a checkpoint: SIGINT to its foreground process group, as a terminal sends it); its exit
+    code and output."""
+    log, since = project / f"{folder}-ctrl-c.log", time.time_ns()
     with open(log, "w") as out:
         process = subprocess.Popen(
             **command(project, variant, folder, "--log-every", "1"),
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 300
-        while not saved(project / folder, variant) and time.monotonic() < deadline:
+        while not saved(project / folder, variant, since) and time.monotonic() < deadline:
             assert process.poll() is None, log.read_text()[-3000:]
             time.sleep(0.01)
         os.killpg(process.pid, signal.SIGINT)
@@ -134,48 +131,48 @@ def files(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_same_command_after_a_kill_resumes_and_ends_as_one_run(variant, tmp_path):
+    """One run, interrupted twice: killed in its second save, the same command resumes
+    from the first save; stopped there by Ctrl-C, the same command resumes at that step
+    and ends. Then --fresh sets the folder aside and trains from scratch: that run is the
+    uninterrupted one the interrupted run must end as."""
     import torch
 
     project = generate(tmp_path, *VARIANTS[variant])
-    straight = launch(project, variant, "straight")
-    assert straight.returncode == 0, straight.stdout[-3000:]
-    assert "resum" not in straight.stdout.lower()  # a new folder: nothing to resume
-
-    kill_in_the_second_save(project, variant, "run")
+    killed = kill_in_the_second_save(project, variant, "run")
+    assert "resum" not in killed.lower()  # a new folder: nothing to resume
     if variant == "lightning":  # its line names no step: last.ckpt is step 5's
         ckpt = torch.load(project / "run" / "last.ckpt", weights_only=False)
         assert ckpt["global_step"] == 5
+
+    # the same command resumes from the save before the kill; Ctrl-C once it has saved
+    # again: a checkpoint at the step, one line, exit 130
+    code, said = ctrl_c_after_a_few_steps(project, variant, "run")
+    stopped = [line for line in said.splitlines() if "stopped at step" in line]
+    assert code == 130 and len(stopped) == 1, said[-3000:]
+    assert stopped[0].endswith("; the same command resumes there"), said[-3000:]
+    assert "Traceback" not in said and "FAILED" not in said, said[-3000:]
+    resuming = [line for line in said.splitlines() if "resum" in line.lower()]
+    assert resuming and f" run{os.sep}" in resuming[0], said[-3000:]
+    assert re.search(RESUMED.get(variant, r"step 5\b"), resuming[0]), resuming
+    step = stopped[0].split("stopped at step ")[1].split(",")[0]
     again = launch(project, variant, "run")
+    where = {"hf": f"run/checkpoint-{step}", "lightning": "run/last.ckpt"}
     assert again.returncode == 0, again.stdout[-3000:]
-    said = [line for line in again.stdout.splitlines() if "resum" in line.lower()]
-    assert said and f" run{os.sep}" in said[0], again.stdout[-3000:]
-    assert re.search(RESUMED.get(variant, r"step 5\b"), said[0]), said  # the save before
+    assert where.get(variant, f"step {step}") in again.stdout, again.stdout[-3000:]
+    resumed = weights(project / "run", variant, tmp_path)
 
-    a, b = weights(project / "straight", variant, tmp_path), weights(
-        project / "run", variant, tmp_path
-    )
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    if variant in CTRL_C:  # Ctrl-C: a checkpoint at the step, one line, exit 130
-        code, said = ctrl_c_after_a_few_steps(project, variant, "stopped")
-        stopped = [line for line in said.splitlines() if "stopped at step" in line]
-        assert code == 130 and len(stopped) == 1, said[-3000:]
-        assert stopped[0].endswith("; the same command resumes there"), said[-3000:]
-        assert "Traceback" not in said and "FAILED" not in said, said[-3000:]
-        step = stopped[0].split("stopped at step ")[1].split(",")[0]
-        again = launch(project, variant, "stopped")
-        resumed = {"hf": f"stopped/checkpoint-{step}", "lightning": "stopped/last.ckpt"}
-        assert again.returncode == 0, again.stdout[-3000:]
-        assert resumed.get(variant, f"step {step}") in again.stdout, again.stdout[-3000:]
-        c = weights(project / "stopped", variant, tmp_path)
-        assert all(torch.equal(a[k], c[k]) for k in a)
-
-    # --fresh: everything the folder held moves, byte for byte, into earlier-<time>/
+    # --fresh: everything the folder held moves, byte for byte, into earlier-<time>/, and
+    # the run starts over: it ends as the resumed runs did
     before = files(project / "run")
     fresh = launch(project, variant, "run", "--fresh")
     assert fresh.returncode == 0, fresh.stdout[-3000:]
     [aside] = (project / "run").glob("earlier-*")
     assert files(aside) == before
     assert "--fresh: the earlier checkpoints are now in run/earlier-" in fresh.stdout
+    assert "resum" not in fresh.stdout.lower()  # it starts over
+    straight = weights(project / "run", variant, tmp_path)
+    assert straight.keys() == resumed.keys()
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
     # another run's folder (here: another model) is refused, and nothing in it changes
     marker = project / "run" / "RUN.json"
