@@ -222,3 +222,17 @@ def elastic_runs(tmp_path_factory) -> Callable[[str], ElasticRun]:
         return made[framework]
 
     return get
+
+
+FSDP_STRAIGHT = pytest.mark.xdist_group("fsdp-straight")  # the tests that share fsdp_straight
+
+
+@pytest.fixture(scope="session")
+def fsdp_straight(tmp_path_factory) -> Path:
+    """A project with an uninterrupted FSDP --smoke run of 2 epochs (16 steps) in
+    ``straight/``: what interrupted runs of the same project must end with, bit for bit on
+    CPU; the --smoke model's sharded checkpoints."""
+    project = generate(tmp_path_factory.mktemp("fsdp-straight"), "--strategy", "fsdp")
+    run = torchrun(project, "--smoke", "--epochs", "2", "--checkpoint-dir", "straight")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return project

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .. import goldens
-from .conftest import CPU_ENV, THIS_PYTHON, elastic_group, generate, torchrun
+from .conftest import CPU_ENV, FSDP_STRAIGHT, THIS_PYTHON, elastic_group, generate, torchrun
 
 pytestmark = pytest.mark.e2e
 # genie writes the checkpoints itself in these (checkpoint.py); distributed and not
@@ -214,24 +214,23 @@ def tracebacks_besides_torchrun(output: str) -> int:
     [
         pytest.param("lightning", "last.ckpt", marks=elastic_group("lightning")),
         pytest.param("hf", "checkpoint-24", marks=elastic_group("hf")),
-        pytest.param("fsdp", "step-00000016", marks=elastic_group("ddp")),
+        pytest.param("fsdp", "step-00000016", marks=FSDP_STRAIGHT),
     ],
 )
 def test_resuming_the_checkpoints_of_another_model_size_stops_with_one_line(
-    elastic_runs, tmp_path, variant, newest
+    request, variant, newest
 ):
     """The full-size model resumed from the --smoke model's checkpoints (the elastic test's
-    uninterrupted run): Lightning, the HF Trainer and FSDP stop before loading anything,
-    with one line from rank 0 and no traceback from any worker."""
-    run = elastic_runs("ddp" if variant == "fsdp" else variant)
-    if variant == "fsdp":  # its step folders: the --smoke model, every rank its shards
-        project, checkpoints = generate(tmp_path, "--strategy", "fsdp"), Path("smoke")
-        smoke = torchrun(project, "--smoke", "--checkpoint-dir", "smoke", env=run.env)
-        assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    uninterrupted run; FSDP: its step folders, every rank its shards): Lightning, the HF
+    Trainer and FSDP stop before loading anything, with one line from rank 0 and no
+    traceback from any worker."""
+    if variant == "fsdp":
+        project = request.getfixturevalue("fsdp_straight")
     else:
-        project, checkpoints = run.project, Path("straight")
+        project = request.getfixturevalue("elastic_runs")(variant).project
+    checkpoints = Path("straight")
     resumed = torchrun(project, "--num-workers", "0", "--resume", "--checkpoint-dir",
-                       str(checkpoints), env=run.env, timeout=300)  # fmt: skip
+                       str(checkpoints), timeout=300)  # fmt: skip
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode != 0
     said = [line for line in output.splitlines() if "does not fit this model" in line]

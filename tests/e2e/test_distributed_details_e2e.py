@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from ..conftest import TORCHRUN, free_port
-from .conftest import CPU_ENV, generate, inject, report_of, torchrun
+from .conftest import (
+    CPU_ENV,
+    ELASTIC_TRAINING,
+    elastic_group,
+    generate,
+    inject,
+    report_of,
+    torchrun,
+)
 
 pytestmark = pytest.mark.e2e
 ENV = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -181,16 +189,22 @@ def test_ranks_agree_to_resume_when_only_one_node_counts_a_restart(tmp_path):
     assert "resumed from ck/last.pt at epoch 1" in out  # both ranks, or it would time out
 
 
-@pytest.mark.parametrize("framework", ["lightning", "hf"])
-def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(tmp_path, framework):
+@pytest.mark.parametrize(
+    "framework",
+    [pytest.param(f, marks=elastic_group(f)) for f in ("lightning", "hf")],
+)
+def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(
+    elastic_runs, tmp_path, framework
+):
     """Lightning and the Trainer read the checkpoint on every rank: with per-node disks
-    only node 0 has it. The ranks agree on that and stop with one clear line."""
-    project = generate(tmp_path, "--framework", framework, "--tracker", "none")
-    first = torchrun(project, "--smoke", "--epochs", "1", env=ENV, timeout=300)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    node1 = tmp_path / "node1"
-    shutil.copytree(project, node1, ignore=shutil.ignore_patterns("checkpoints"))
-    results = two_nodes([project, node1], "--smoke", "--epochs", "2", "--resume")
+    only node 0 has it (here: the elastic test's uninterrupted run's). The ranks agree on
+    that and stop with one clear line."""
+    run = elastic_runs(framework)
+    node0, node1 = tmp_path / "node0", tmp_path / "node1"
+    shutil.copytree(run.project, node0)
+    shutil.copytree(run.project, node1, ignore=shutil.ignore_patterns("straight"))
+    results = two_nodes([node0, node1], "--smoke", *ELASTIC_TRAINING, "--resume",
+                        "--checkpoint-dir", "straight")  # fmt: skip
     for code, out in results:
         assert code != 0
         assert "not on every node: put --checkpoint-dir on a filesystem all nodes share" in out
@@ -228,14 +242,13 @@ def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(tmp_path, task
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_hugging_face_runs_repeat_exactly_with_the_same_seed(tmp_path):
-    project = generate(tmp_path, "--framework", "hf", "--tracker", "none")
-
-    def run(directory: str) -> dict:
-        result = torchrun(project, "--smoke", "--checkpoint-dir", directory, env=ENV)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        return report_of(result.stdout)
-
-    first, second = run("one"), run("two")
+@elastic_group("hf")
+def test_hugging_face_runs_repeat_exactly_with_the_same_seed(elastic_runs):
+    """The elastic test's uninterrupted run, and the same command again."""
+    run = elastic_runs("hf")
+    again = torchrun(run.project, "--smoke", *ELASTIC_TRAINING, "--checkpoint-dir", "again",
+                     env=run.env, timeout=400)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    first, second = report_of(run.straight.stdout), report_of(again.stdout)
     for key in ("first_loss", "last_loss", "val_accuracy"):
         assert first[key] == second[key], key

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from ..conftest import TORCHRUN, run_genie
+from .conftest import FSDP_STRAIGHT as STRAIGHT
 from .conftest import OFFLINE, generate, report_of, torchrun
 
 pytestmark = pytest.mark.e2e
@@ -259,19 +260,6 @@ def test_fsdp_with_accumulation_ends_with_the_weights_ddp_ends_with(tmp_path):
         torch.testing.assert_close(b[name], tensor, rtol=1e-5, atol=1e-6)
 
 
-STRAIGHT = pytest.mark.xdist_group("fsdp-straight")  # one worker makes the fixture once
-
-
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory):
-    """An uninterrupted FSDP --smoke run of 2 epochs (16 steps): what interrupted runs of
-    the same project must end with, bit for bit on CPU."""
-    project = generate(tmp_path_factory.mktemp("straight"), "--strategy", "fsdp")
-    run = torchrun(project, "--smoke", "--epochs", "2", "--checkpoint-dir", "straight")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return project
-
-
 def final_weights(project, folder: str, tmp_path) -> dict:
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -289,11 +277,12 @@ def assert_same_end(project, folder: str, tmp_path) -> None:
 
 @STRAIGHT
 def test_a_preempted_fsdp_run_saves_its_shards_at_the_step_and_the_next_start_resumes(
-    straight, tmp_path
+    fsdp_straight, tmp_path
 ):
     """SIGUSR1 during step 5: every rank writes its shards after step 6 and exits 75; a
     plain start (no --resume, as a requeued job starts) resumes there and ends as the
     uninterrupted run ends."""
+    straight = fsdp_straight
     env = {**OFFLINE, "GENIE_STOP_VOTE_SECONDS": "0", "GENIE_FAULT": "usr1:*:5"}
     first = torchrun(straight, "--smoke", "--epochs", "2", "--checkpoint-dir", "pre", env=env)
     out = first.stdout + first.stderr
@@ -308,10 +297,13 @@ def test_a_preempted_fsdp_run_saves_its_shards_at_the_step_and_the_next_start_re
 
 
 @STRAIGHT
-def test_fsdp_workers_killed_twice_are_restarted_by_torchrun_and_end_the_same(straight, tmp_path):
+def test_fsdp_workers_killed_twice_are_restarted_by_torchrun_and_end_the_same(
+    fsdp_straight, tmp_path
+):
     """torchrun --max_restarts: every worker killed at steps 5 and 12; each restart resumes
     from the newest step folder complete by then, and the run ends as the uninterrupted
     one."""
+    straight = fsdp_straight
     env = {**OFFLINE, "GENIE_FAULT": "kill:*:5,12", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     done = subprocess.run(
         [*TORCHRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=2", "train.py",
