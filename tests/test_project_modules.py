@@ -12,7 +12,7 @@ import pytest
 from genie.generate import engine, write
 from genie.spec import build_spec
 
-PROJECT_MODULES = ("data", "model", "evaluation", "config", "dist_utils", "optim")
+PROJECT_MODULES = ("data", "model", "evaluation", "config", "dist_utils", "optim", "hang")
 
 
 @pytest.fixture
@@ -314,3 +314,49 @@ def test_the_stop_vote_is_read_a_step_later_and_spaced_by_the_pace(project, tmp_
     finally:
         dist.all_reduce = reduce
         dist.destroy_process_group()
+
+
+GLOO_LOST = (  # what gloo raised on node 0 when node 1 was killed (the hosts e2e)
+    "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [10.77.0.2]:40412: "
+    "Connection reset by peer"
+)
+
+
+@pytest.mark.parametrize(
+    ("project", "env", "error", "said"),
+    [
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, GLOO_LOST, True),
+        # no restart left: the run ends, nothing to wait for
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {"TORCHELASTIC_RESTART_COUNT": "3"},
+         GLOO_LOST, False),
+        # only the node's first process says it
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {"LOCAL_RANK": "1"}, GLOO_LOST, False),
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, "CUDA out of memory", False),
+        # one node (launch/single_node.sh sets no rejoin wait): no node to wait for
+        ({}, {"GENIE_REJOIN_WAIT": None}, GLOO_LOST, False),
+    ],
+    indirect=["project"],
+)  # fmt: skip
+def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
+    project, monkeypatch, capsys, env, error, said
+):
+    values = {"GENIE_REJOIN_WAIT": "600", "TORCHELASTIC_RESTART_COUNT": "0",
+              "TORCHELASTIC_MAX_RESTARTS": "3", "LOCAL_RANK": "0", **env}  # fmt: skip
+    for key, value in values.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    hang = importlib.import_module("hang")
+    hang.failed(RuntimeError(error))  # recording is off: the line alone
+    lines = capsys.readouterr().err.splitlines()
+    expected = (
+        "launch: lost the process at 10.77.0.2 (its node died, or it was killed); torchrun "
+        "restarts this node's processes (restart 1 of 3) and waits up to 600 s for every node "
+        "to rejoin: start that node again with the same command"
+    )
+    assert lines == ([expected] if said else [])
+    # the launch script sets the wait it gives torchrun
+    script = project / "launch" / "multi_node.sh"
+    if said:
+        assert 'export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-600}"' in script.read_text()

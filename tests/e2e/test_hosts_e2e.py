@@ -256,6 +256,9 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
         procs = lost_and_back(net, dirs, [*args, "--checkpoint-dir", "run"])
     outputs = [p.read_text() for p in procs]
     assert "resuming from step 9" in "".join(outputs), outputs[0][-3000:]
+    # node 0 said whom it lost and how long torchrun waits for it to rejoin
+    lost = r"launch: lost the process at 10\.77\.0\.2 .*\(restart 1 of 3\) and waits up to 600 s"
+    assert re.search(lost, outputs[0]), outputs[0][-3000:]
     # node 1 started again found node 0's job, not a meet, and joined it
     assert "meet: node 0 runs the job already: joining it" in outputs[1], outputs[1][-3000:]
     assert_same_weights(newest(dirs, "run"), newest(dirs, "straight"))

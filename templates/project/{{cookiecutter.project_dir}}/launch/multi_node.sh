@@ -32,12 +32,16 @@ node_network "$MASTER_ADDR" || exit 2
 # RDZV_TIMEOUT: how long the nodes wait for each other to join (after the meet below), and
 # after a restart to rejoin, in seconds (torch's default).
 RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 )),join_timeout=${RDZV_TIMEOUT:-600}"
+# how long a restarted node waits for the others: a worker that lost its peer says so
+export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-600}"
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 {% else %}
 # How long node 0 waits for the others (after the meet below), in seconds (torch's default)
 RDZV_CONF="timeout=${RDZV_TIMEOUT:-900}"
+# how long a restarted node waits for the others: a worker that lost its peer says so
+export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-900}"
 {% endif %}
 ENTRYPOINT=train.py
 export NODE_RANK MASTER_ADDR MASTER_PORT NNODES NPROC_PER_NODE LOCAL_ADDR
