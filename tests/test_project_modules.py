@@ -360,3 +360,27 @@ def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
     script = project / "launch" / "multi_node.sh"
     if said:
         assert 'export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-600}"' in script.read_text()
+
+
+@pytest.mark.parametrize("project", [{"nodes": 2, "master_addr": "10.77.0.1"}], indirect=True)
+def test_the_project_and_genie_explain_read_a_lost_peer_alike(project):
+    """hang.py cannot import genie, so it keeps its own copy of the lost-peer pattern of
+    genie's known failures (peer_lost): both find the same address in each gloo wording, and
+    neither in a line without one."""
+    import re
+
+    from genie.smoke.known_failures import SIGNATURES
+
+    [explain] = [re.compile(s.pattern) for s in SIGNATURES if s.id == "peer_lost"]
+    hang = importlib.import_module("hang")
+    lines = {
+        GLOO_LOST: "10.77.0.2",
+        "[pair.cc:598] Connection closed by peer [10.0.0.7]:51234": "10.0.0.7",
+        "[pair.cc:534] Connection reset by peer [node-3.cluster]:29500": "node-3.cluster",
+        "[pair.cc:534] Read error [fe80::1]:1234: Connection reset by peer": "fe80::1",
+        "DistNetworkError: Connection reset by peer": None,
+        "CUDA out of memory": None,
+    }
+    for line, peer in lines.items():
+        found = [pattern.search(line) for pattern in (hang.LOST, explain)]
+        assert [m and m.group(1) for m in found] == [peer, peer], line

@@ -85,3 +85,25 @@ def test_the_rank_that_failed_first_is_told_apart_from_the_ranks_it_took_down(cp
         "rank 3 failed on node 1: RuntimeError: injected failure",
         "then rank(s) 2, 0 failed (node(s) 0, 1)",
     ]
+
+
+def test_after_a_passed_preflight_the_job_does_not_meet_again(cpu_machine, tmp_path, monkeypatch):
+    """The preflight's meet has just seen every node: the job starts torchrun at once
+    (JOIN_WAIT=0, launch/multi_node.sh's documented skip); a preflight run still meets."""
+    seen: list[tuple[tuple[str, ...], list[dict[str, str]]]] = []
+    passed = f'{smoke_nodes.preflight.MARKER}{{"ok": true, "fails": [], "warns": []}}\n'
+
+    def execute(p, options, *args):
+        seen.append((args, [node.env for node in p.nodes]))
+        return [outcome(0, [passed] if args else []) for _ in p.nodes]
+
+    monkeypatch.setattr(smoke_nodes, "_execute", execute)
+    project = tmp_path / "proj"
+    project.mkdir()
+    spec = two_nodes(cpu_machine, gpus_per_node=0)
+    options = smoke_nodes.RunOptions(cpu_machine)
+    smoke_nodes._run(spec, project, options, "127.0.0.1", (), None)
+    (preflight_args, before), (job_args, during) = seen
+    assert preflight_args == ("--preflight",) and job_args == ()
+    assert all("JOIN_WAIT" not in env for env in before)
+    assert [env["JOIN_WAIT"] for env in during] == ["0", "0"]

@@ -217,6 +217,9 @@ def _run(
             if not met.passed:
                 return _failed_preflight(p, met)
             p = replace(p, notes=(*p.notes, *filter(None, [preflight.note(met)])))
+            # the nodes have just met: the job's own meet before torchrun would repeat it
+            p = replace(p, nodes=tuple(replace(n, env={**n.env, "JOIN_WAIT": "0"})
+                                       for n in p.nodes))  # fmt: skip
         outcomes = _execute(p, options)
     lines = [f"[node {i}] {line}" for i, o in enumerate(outcomes) for line in o.lines]
     reports = parse_reports(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,30 @@ def insert(path: Path, anchor: str, code: str) -> None:
     path.write_text(source.replace("\n" + anchor, "\n" + code + anchor))
 
 
-@pytest.mark.parametrize("framework", ["ddp", "lightning", "hf"])
-def test_a_preparation_slower_than_the_collective_timeout_completes(framework, tmp_path):
-    project = generate(tmp_path, "--framework", framework, *CPUS)
-    insert(project / "data.py", "def prepared_dir(", SLOW_PREPARE)
-    done = run(project, "bash", "launch/single_node.sh", *SLOW)
+FRAMEWORKS = ("ddp", "lightning", "hf")
+
+
+@pytest.fixture(scope="module")
+def slow_preparations(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Each framework's run of a preparation slower than the collective timeout, the three at
+    once (most of each is the preparation's wait)."""
+    root = tmp_path_factory.mktemp("slow-prepare")
+
+    def slow(framework: str) -> subprocess.CompletedProcess:
+        project = generate(root / framework, "--framework", framework, *CPUS)
+        insert(project / "data.py", "def prepared_dir(", SLOW_PREPARE)
+        return run(project, "bash", "launch/single_node.sh", *SLOW)
+
+    for framework in FRAMEWORKS:
+        (root / framework).mkdir()
+    with ThreadPoolExecutor(len(FRAMEWORKS)) as pool:
+        return dict(zip(FRAMEWORKS, pool.map(slow, FRAMEWORKS), strict=True))
+
+
+@pytest.mark.xdist_group("slow-prepare")  # one worker runs the fixture's three at once
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_preparation_slower_than_the_collective_timeout_completes(slow_preparations, framework):
+    done = slow_preparations[framework]
     assert done.returncode == 0, done.stdout[-3000:]
     assert "GENIE_SMOKE" in done.stdout
 

@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,7 @@ def job_state(slurm, job: str) -> tuple[str, int]:
     return (state[1] if state else "gone", int(restarts[1]) if restarts else 0)
 
 
+PREEMPTED = ("--smoke", "--epochs", "3", "--log-every", "1")  # 24 steps
 # What each project's resumed job says, and its first step checkpoint (every 3 steps)
 RESUMED = {
     "ddp": ("resuming from step {step} of preempted/last.pt", "last.pt"),
@@ -189,32 +191,30 @@ def final_weights(folder: Path, project: str, scratch: Path) -> tuple[int, dict]
     return state["step"], state["model"]
 
 
-@pytest.mark.parametrize("framework", list(RESUMED))
-def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
-    slurm_runs, slurm, framework, tmp_path
-):
-    """SIGUSR1 to the batch script (what --signal=B:USR1@120 sends): the job step stops
-    at an optimizer step with a checkpoint, the job is requeued, and the requeued job
-    resumes there and ends with the weights of an uninterrupted run. Lightning too: its
-    own SLURM handler (a save inside the signal handler, each rank wherever it is) is
-    off, and its ranks stop together at one step (under FSDP too; FSDP needs GPUs)."""
-    import torch
+@dataclass
+class Preempted:
+    log: str  # both runs of the job (--open-mode=append)
+    straight: subprocess.CompletedProcess  # the same training, uninterrupted
 
-    project, _ = slurm_runs[framework]  # its smoke job has finished
+
+def preempt(slurm, project: Path, framework: str) -> Preempted:
+    """SIGUSR1 to the batch script once its first step checkpoint is written, the requeued
+    job released at once; then the same training uninterrupted under torchrun."""
     env = {**os.environ, **CPU_ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}
-    train = ["--smoke", "--epochs", "3", "--log-every", "1"]
     slow = {**env, "GENIE_FAULT": "slow:*:0.3"}  # 24 steps in about 7 s: time to signal it
     job = subprocess.run(
-        ["sbatch", "--parsable", "--job-name=preempted", "launch/slurm.sbatch", *train,
+        ["sbatch", "--parsable", "--job-name=preempted", "launch/slurm.sbatch", *PREEMPTED,
          "--checkpoint-dir", "preempted"],
         cwd=project, env=slow, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     log = project / "logs" / f"preempted-{job}.out"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300  # the four jobs run at once
     # its first step checkpoint (every 3 steps with --smoke): training is under way
     saved = project / "preempted" / RESUMED[framework][1]
     while not saved.exists():
-        assert time.monotonic() < deadline, slurm.log()
+        state = job_state(slurm, job)
+        assert time.monotonic() < deadline and state[0] in ("PENDING", "RUNNING"), (
+            state, log.read_text()[-4000:] if log.exists() else "", slurm.log())  # fmt: skip
         time.sleep(0.2)
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
     released = False
@@ -229,13 +229,48 @@ def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
             subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env)
             released = True
         time.sleep(0.5)
-    text = log.read_text()  # both runs of the job: --open-mode=append
+    straight = torchrun(project, *PREEMPTED, "--checkpoint-dir", "straight", env=env,
+                        timeout=300)  # fmt: skip
+    return Preempted(log.read_text(), straight)
+
+
+@pytest.fixture(scope="session")
+def slurm_preempted(slurm_runs, slurm) -> dict[str, Preempted | AssertionError]:
+    """Each project's preempted and requeued job (its smoke job has finished), the four at
+    once: most of a job's time is SLURM's start, signal and requeue, not training. What
+    failed fails that framework's test only."""
+
+    def attempt(framework: str) -> Preempted | AssertionError:
+        try:
+            return preempt(slurm, slurm_runs[framework][0], framework)
+        except AssertionError as failed:
+            return failed
+
+    with ThreadPoolExecutor(len(RESUMED)) as pool:
+        return dict(zip(RESUMED, pool.map(attempt, RESUMED), strict=True))
+
+
+@pytest.mark.parametrize("framework", list(RESUMED))
+def test_a_job_warned_before_its_time_limit_checkpoints_requeues_and_finishes(
+    slurm_runs, slurm_preempted, framework, tmp_path
+):
+    """SIGUSR1 to the batch script (what --signal=B:USR1@120 sends): the job step stops
+    at an optimizer step with a checkpoint, the job is requeued, and the requeued job
+    resumes there and ends with the weights of an uninterrupted run. Lightning too: its
+    own SLURM handler (a save inside the signal handler, each rank wherever it is) is
+    off, and its ranks stop together at one step (under FSDP too; FSDP needs GPUs)."""
+    import torch
+
+    project, _ = slurm_runs[framework]
+    run = slurm_preempted[framework]
+    if isinstance(run, AssertionError):
+        raise run
+    text, straight = run.log, run.straight
     assert "SIGUSR1: checkpointing at the next step, then requeueing job" in text
     stopped = re.search(r"SIGTERM: stopped at step (\d+), checkpoint written", text)
     assert stopped and "exiting 75" in text, text[-4000:]
     assert RESUMED[framework][0].format(step=stopped[1]) in text, text[-4000:]
     assert report_of(text)["steps"] == 24
-    straight = torchrun(project, *train, "--checkpoint-dir", "straight", env=env, timeout=300)
     assert straight.returncode == 0, straight.stderr[-3000:]
     (a_step, a), (b_step, b) = (
         final_weights(project / d, framework, tmp_path) for d in ("straight", "preempted")
