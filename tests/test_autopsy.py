@@ -76,6 +76,10 @@ def test_a_rank_that_never_entered_is_named_with_the_collective_and_its_line(tmp
     )
     assert "fix: " in out.stdout and "rank 3's stack (node1" in out.stdout
     assert "rank 3 (node1): step 5, forward" in out.stdout
+    # torch's analyzer, on the same records (pg_config empty, as gloo leaves its names)
+    assert out.stdout.splitlines()[2] == (
+        "torch's own analyzer (torchfrtrace) agrees: collective #3: rank 3 never joined it"
+    )
 
 
 def test_ranks_that_called_different_collectives_are_named_with_both_lines(tmp_path):
@@ -90,6 +94,9 @@ def test_ranks_that_called_different_collectives_are_named_with_both_lines(tmp_p
         "train.py:77, ranks 0, 2-3 called all_reduce of float32[4096], train.py:142"
     )
     assert "rank-dependent branch" in out.stdout
+    assert out.stdout.splitlines()[2] == (
+        "torch's own analyzer (torchfrtrace) agrees: collective #3: rank 1 collective type mismatch"
+    )
 
 
 def test_a_rank_whose_process_ended_is_named_dead_from_its_heartbeat(tmp_path):
@@ -269,3 +276,28 @@ def test_a_running_run_in_step_is_healthy_and_a_stalled_one_is_not(tmp_path):
         out = explain(tmp_path)
         assert out.returncode == 0 and out.stdout.startswith(verdict), out.stdout
     assert "rank 1 was in data.py:5 encode()" in out.stdout
+
+
+def test_torch_s_analyzer_says_where_it_differs_or_why_it_could_not_run(tmp_path, monkeypatch):
+    """fr_torch.opinion in-process: another collective than genie's verdict names is said,
+    not agreed with; an analyzer that fails, or a torch without one, is said in one line;
+    verdicts it has nothing to add to (a straggler, a dead rank) get no line."""
+    from genie.smoke import fr_torch
+
+    for rank in (0, 1):
+        write(tmp_path, rank, [entry(1), entry(2)] if rank else [entry(1)], where=("a.py", 1, "f"))
+    ranks = autopsy.load([tmp_path])
+    said = fr_torch.opinion(ranks, "missing", 1, [0])
+    assert said == "torch's own analyzer (torchfrtrace) says: collective #2: rank 0 never joined it"
+    assert fr_torch.opinion(ranks, "slow", None, [1]) is None
+    assert fr_torch.opinion(ranks, "dead", None, [1]) is None
+    monkeypatch.setattr(fr_torch, "ANALYZER", "genie.no_such_module")
+    said = fr_torch.opinion(ranks, "missing", 2, [0])
+    assert said and said.startswith("torch's own analyzer (torchfrtrace) could not read these ")
+    assert "No module named genie.no_such_module" in said
+    monkeypatch.setattr(fr_torch, "available", lambda: False)
+    said = fr_torch.opinion(ranks, "missing", 2, [0])
+    assert said == (
+        "torch's own analyzer (torchfrtrace) is not in the torch beside genie: genie's verdict "
+        "alone"
+    )

@@ -36,6 +36,7 @@ class Verdict:
     line: str
     fix: str
     culprits: list[int]
+    seq: int | None = None  # the collective it names (missing, mismatch)
 
 
 def diagnose(ranks: dict[int, Rank]) -> Verdict:
@@ -88,7 +89,7 @@ def _mismatch(ranks: dict[int, Rank], group: str) -> Verdict | None:
                 "shapes: look for a collective under a rank-dependent branch (if rank == 0) "
                 "or data-dependent shapes at the two lines"
             )
-            return Verdict("mismatch", line, fix, odd)
+            return Verdict("mismatch", line, fix, odd, seq)
     return None
 
 
@@ -136,7 +137,7 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int], failure: bool
         "belongs before the training starts (data.prepare) or on every rank; a loop that "
         "never ends or a stuck DataLoader worker is a bug at that line"
     )
-    return Verdict("missing", line, fix, behind)
+    return Verdict("missing", line, fix, behind, top)
 
 
 def _dead(ranks: dict[int, Rank], told: bool) -> Verdict | None:

@@ -128,9 +128,13 @@ def explain_hang(folders: list[Path]) -> None:
     """``genie explain --hang DIR...``: the verdict first, then its evidence and fix;
     NothingMatched when the records show no cause."""
     from genie import ui
-    from genie.smoke import autopsy
+    from genie.smoke import autopsy, fr_torch
 
-    verdict, lines = autopsy.report(autopsy.load(folders))
+    ranks = autopsy.load(folders)
+    verdict, lines = autopsy.report(ranks)
+    second = fr_torch.opinion(ranks, verdict.kind, verdict.seq, verdict.culprits)
+    if second:  # after genie's verdict and its fix
+        lines.insert(2 if verdict.fix else 1, second)
     for line in lines:
         ui.console().print(line, markup=False, highlight=False, soft_wrap=True)
     if verdict.kind == "unknown":

@@ -43,6 +43,7 @@ class Rank:
     calls: dict[str, dict[int, Call]] = field(default_factory=dict)  # group -> seq -> call
     stacks: dict | None = None
     heartbeat: dict | None = None
+    trace: dict | None = None  # the Flight Recorder's record as read (plain values only)
 
     @property
     def reason(self) -> str | None:
@@ -84,7 +85,7 @@ def load(folders: list[Path]) -> dict[int, Rank]:
 def _read(rank: Rank, kind: str, path: Path) -> None:
     try:
         if kind == "fr":
-            trace = _PlainValues(io.BytesIO(path.read_bytes())).load()
+            trace = rank.trace = _PlainValues(io.BytesIO(path.read_bytes())).load()
             for entry in trace.get("entries", []):
                 if not entry.get("is_p2p"):
                     group = str(entry["process_group"][1] or entry["process_group"][0])

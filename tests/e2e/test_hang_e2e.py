@@ -60,6 +60,9 @@ def test_a_rank_stuck_before_a_collective_is_named_with_its_line(tmp_path):
         f"train.py:{line_of(project, 'GENIE_TEST stuck') + 1} _micro_steps()"
     )  # fmt: skip
     assert "float32[" in first  # DDP's gradient bucket
+    assert said.stdout.splitlines()[2] == (  # torch's analyzer, on the same records
+        f"torch's own analyzer (torchfrtrace) agrees: collective #{last[0]}: rank 1 never joined it"
+    )
     # torchrun's SIGTERM ends the stuck rank at once (no step boundary will come), not 30 s
     # later with SIGKILL
     assert "rank 1: rank 0 failed, stopping at once (SIGTERM)" in run.stdout, run.stdout[-3000:]
