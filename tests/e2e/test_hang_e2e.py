@@ -68,6 +68,37 @@ def test_a_rank_stuck_before_a_collective_is_named_with_its_line(tmp_path):
     assert "rank 1: rank 0 failed, stopping at once (SIGTERM)" in run.stdout, run.stdout[-3000:]
 
 
+@pytest.mark.parametrize(
+    ("code", "theirs", "ours", "torch_says"),
+    [
+        # the if-rank-0 collective: rank 0 waits in a barrier, rank 1 in DDP's all-reduce
+        ("if dist.get_rank() == 0:\n                dist.barrier()", "all_reduce of float32[",
+         "barrier of -", "collective type mismatch"),
+        # data-dependent shapes
+        ("dist.all_reduce(torch.ones(3 if dist.get_rank() else 4))", "all_reduce of float32[3]",
+         "all_reduce of float32[4]", "size or syntax mismatch"),
+    ],
+    ids=["skipped-on-one-rank", "shapes-differ"],
+)  # fmt: skip
+def test_ranks_calling_different_collectives_are_named_with_both_lines(
+    tmp_path, code, theirs, ours, torch_says
+):
+    project = generate(tmp_path, "--tracker", "none")
+    inject(project, STEP, f"        if run.position.step == 5:\n            {code}  # GENIE_TEST\n")
+    run = torchrun(project, *FAST_TIMEOUT)
+    assert run.returncode != 0
+    said = run_genie("explain", "--hang", str(project / "runs" / "smoke" / "hang"))
+    assert said.returncode == 0, said.stdout + said.stderr
+    first, _fix, torch_line = said.stdout.splitlines()[:3]
+    injected = line_of(project, "GENIE_TEST")
+    seq = re.match(r"collective #(\d+) does not match: rank 1 called ", first)
+    assert seq and theirs in first and f"rank 0 called {ours}" in first, first
+    assert f"train.py:{injected}" in first, first  # the line under the branch
+    assert torch_line == (
+        f"torch's own analyzer (torchfrtrace) agrees: collective #{seq[1]}: rank 1 {torch_says}"
+    )
+
+
 def test_a_killed_rank_is_named_as_ended_and_recording_can_be_turned_off(tmp_path):
     project = generate(tmp_path, "--tracker", "none")
     inject(project, STEP, "        if dist.get_rank() == 1 and run.position.step == 5:\n"
