@@ -301,3 +301,36 @@ def test_torch_s_analyzer_says_where_it_differs_or_why_it_could_not_run(tmp_path
         "torch's own analyzer (torchfrtrace) is not in the torch beside genie: genie's verdict "
         "alone"
     )
+
+
+WORKERS = """worker pid 4242
+Thread 0x00007eff937fe6c0 (most recent call first):
+  File "/usr/lib/python3.11/multiprocessing/resource_sharer.py", line 138 in _serve
+
+Current thread 0x00007f0057442b80 (most recent call first):
+  File "/work/proj/data.py", line 43 in __getitem__
+  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 52 in fetch
+  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 375 in loop
+"""
+
+
+def test_a_rank_waiting_for_its_dataloader_worker_names_the_workers_line(tmp_path):
+    """faulthandler's text, as the project's workers write it (their "Current thread" is
+    the one the signal stopped; the others are the worker's helpers)."""
+    write(tmp_path, 0, [entry(1), entry(2)], where=("train.py", 271, "fit"))
+    write(tmp_path, 1, [entry(1)], where=("train.py", 252, "_micro_steps"),
+          beat=(5, "data", 1000.0))  # fmt: skip
+    (tmp_path / "workers-node0-rank1.txt").write_text(WORKERS)
+    out = explain(tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith(
+        "rank 1 never did; rank 1 was in train.py:252 _micro_steps(), waiting for its DataLoader "
+        "worker in data.py:43 __getitem__()"
+    ), lines[0]
+    at = lines.index("its DataLoader worker's stack (pid 4242, most recent call last):")
+    assert lines[at + 1 : at + 4] == [
+        "  /venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py:375 loop",
+        "  /venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py:52 fetch",
+        "  /work/proj/data.py:43 __getitem__",
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -384,3 +385,40 @@ def test_the_project_and_genie_explain_read_a_lost_peer_alike(project):
     for line, peer in lines.items():
         found = [pattern.search(line) for pattern in (hang.LOST, explain)]
         assert [m and m.group(1) for m in found] == [peer, peer], line
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_only_forked_dataloader_workers_are_asked_for_their_stacks(project, tmp_path, monkeypatch):
+    """A worker forked after hang.start() has faulthandler's handler and writes its stacks;
+    one started another way (spawn) lacks it, and the signal would end it: it is left
+    alone."""
+    import faulthandler
+    import multiprocessing
+    import time
+
+    hang = importlib.import_module("hang")
+    monkeypatch.setattr(hang.dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(hang._state, "folder", tmp_path)
+    hidden = tmp_path / f".workers-{hang.HOST}-rank0.txt"
+    monkeypatch.setattr(
+        hang._state, "workers", os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    )
+    faulthandler.register(hang.WORKER_SIGNAL, file=hang._state.workers, all_threads=True)
+    try:
+        forked = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+        spawned = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,))
+        forked.start()
+        spawned.start()
+        deadline = time.monotonic() + 30  # a spawned child sets its handlers as it starts
+        while not hang._catches(forked.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        hang._write_workers()
+        text = (tmp_path / f"workers-{hang.HOST}-rank0.txt").read_text()
+        assert f"worker pid {forked.pid}\n" in text and "Current thread" in text
+        assert f"worker pid {spawned.pid}" not in text
+        assert spawned.is_alive() and forked.is_alive()
+    finally:
+        faulthandler.unregister(hang.WORKER_SIGNAL)
+        for child in multiprocessing.active_children():
+            child.kill()
+            child.join()

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from genie.i18n import _
-from genie.smoke.hang_records import Rank, load, ranks_text, where
+from genie.smoke.hang_records import Rank, load, ranks_text, where, worker_where
 
 __all__ = ["LATE", "Verdict", "diagnose", "load", "ranks_text", "report"]
 
@@ -128,7 +128,8 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int], failure: bool
         )
     # a failing rank's stack is its error handler's: where it waited is the told ones'
     places = [(n, where(ranks[n])) for n in behind if ranks[n].reason != "failed"]
-    said = [_("rank {r} was in {where}").format(r=n, where=w) for n, w in places if w]
+    said = [_("rank {r} was in {where}").format(r=n, where=w) + _waiting(ranks[n])
+            for n, w in places if w]  # fmt: skip
     if said:
         line += "; " + "; ".join(said)
     fix = _(
@@ -138,6 +139,16 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int], failure: bool
         "never ends or a stuck DataLoader worker is a bug at that line"
     )
     return Verdict("missing", line, fix, behind, top)
+
+
+def _waiting(rank: Rank) -> str:
+    """Where the DataLoader worker that a rank waits for was (its phase: data)."""
+    worker = worker_where(rank) if (rank.stacks or {}).get("phase") == "data" else None
+    return (
+        _(", waiting for its DataLoader worker in {where}").format(where=worker[1])
+        if worker
+        else ""
+    )
 
 
 def _dead(ranks: dict[int, Rank], told: bool) -> Verdict | None:
@@ -255,6 +266,12 @@ def report(ranks: dict[int, Rank]) -> tuple[Verdict, list[str]]:
             lines.append(_("rank {r}'s stack ({host}, most recent call last):").format(
                 r=n, host=ranks[n].host))  # fmt: skip
             for filename, line, name in stacks["threads"][0]["frames"][-8:]:
+                lines.append(f"  {filename}:{line} {name}")
+        worker = worker_where(ranks[n])
+        if worker and _waiting(ranks[n]):
+            lines.append(_("its DataLoader worker's stack (pid {pid}, most recent call last):")
+                         .format(pid=worker[0]))  # fmt: skip
+            for filename, line, name in ranks[n].workers[worker[0]][-8:]:
                 lines.append(f"  {filename}:{line} {name}")
     for n, r in sorted(ranks.items()):
         beats = [b for b in (r.heartbeat, r.stacks) if b]  # the stacks say it too, later

@@ -1,7 +1,7 @@
 """The records a project's hang.py leaves in --log-dir/hang, read back: every rank's
 collectives (the Flight Recorder's pickle, read without torch and refused if it holds
-anything but plain values), stacks and heartbeat. ``genie explain --hang`` (autopsy)
-turns them into a verdict."""
+anything but plain values), stacks, heartbeat and its DataLoader workers' stacks.
+``genie explain --hang`` (autopsy) turns them into a verdict."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from genie.i18n import _
 DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
           "Long": "int64", "Int": "int32", "Short": "int16", "Byte": "uint8", "Char": "int8",
           "Bool": "bool"}  # fmt: skip
-NAME = re.compile(r"^(fr|stacks|heartbeat)-(.+)-rank(\d+)(\.json)?$")
+NAME = re.compile(r"^(fr|stacks|heartbeat|workers)-(.+)-rank(\d+)(\.json|\.txt)?$")
+# faulthandler's text, as a project's DataLoader workers write it (innermost call first)
+WORKER = re.compile(r"^worker pid (\d+)$")
+FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.+)$')
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Rank:
     stacks: dict | None = None
     heartbeat: dict | None = None
     trace: dict | None = None  # the Flight Recorder's record as read (plain values only)
+    # its DataLoader workers: pid -> frames, innermost call last (its main thread's)
+    workers: dict[int, list[tuple[str, int, str]]] = field(default_factory=dict)
 
     @property
     def reason(self) -> str | None:
@@ -93,10 +98,28 @@ def _read(rank: Rank, kind: str, path: Path) -> None:
                     rank.calls.setdefault(group, {})[call.seq] = call
         elif kind == "stacks":
             rank.stacks = json.loads(path.read_text())
+        elif kind == "workers":
+            rank.workers = _workers(path.read_text())
         else:
             rank.heartbeat = json.loads(path.read_text())
     except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError, EOFError) as err:
         raise GenieError(_("cannot read {f}: {why}").format(f=path, why=err)) from None
+
+
+def _workers(text: str) -> dict[int, list[tuple[str, int, str]]]:
+    """Each worker's thread that took the signal (faulthandler's "Current thread": its
+    main one), innermost call last."""
+    found: dict[int, list[tuple[str, int, str]]] = {}
+    pid, current = None, False
+    for line in text.splitlines():
+        if worker := WORKER.match(line):
+            pid, current = int(worker[1]), False
+            found[pid] = []
+        elif line.startswith(("Current thread", "Thread ")):
+            current = line.startswith("Current thread")
+        elif (frame := FRAME.match(line)) and pid is not None and current:
+            found[pid].insert(0, (frame[1], int(frame[2]), frame[3]))
+    return found
 
 
 def _call(entry: dict) -> Call:
@@ -130,6 +153,17 @@ def where(rank: Rank) -> str | None:
     own = [f for f in frames if str(f[0]).startswith(cwd) and not str(f[0]).endswith("hang.py")]
     filename, line, name = (own or frames)[-1]
     return f"{Path(filename).name}:{line} {name}()"
+
+
+def worker_where(rank: Rank) -> tuple[int, str] | None:
+    """A DataLoader worker of ``rank`` in the project's own code, and that line."""
+    cwd = str((rank.stacks or {}).get("cwd", "")) or None
+    for pid, frames in sorted(rank.workers.items()):
+        own = [f for f in frames if cwd and f[0].startswith(cwd)]
+        if own:
+            filename, line, name = own[-1]
+            return pid, f"{Path(filename).name}:{line} {name}()"
+    return None
 
 
 def ranks_text(numbers: list[int]) -> str:

@@ -99,6 +99,37 @@ def test_ranks_calling_different_collectives_are_named_with_both_lines(
     )
 
 
+def test_a_rank_waiting_for_a_stuck_dataloader_worker_names_the_workers_line(tmp_path):
+    """Rank 1's one DataLoader worker stops in the dataset's __getitem__: the rank waits
+    for its batch outside any collective, and its worker's stacks show where."""
+    project = generate(tmp_path, "--tracker", "none")
+    config = project / "config.py"  # --smoke loads in the rank's own process: one worker
+    text = config.read_text()
+    assert text.count("        args.num_workers = 0\n") == 1
+    config.write_text(
+        text.replace("        args.num_workers = 0\n", "        args.num_workers = 1\n")
+    )
+    data = project / "data.py"
+    text = data.read_text()
+    getitem = "    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:\n"
+    assert text.count(getitem) == 1
+    data.write_text(text.replace(getitem, getitem + (
+        "        self.served = getattr(self, 'served', 0) + 1\n"
+        "        if __import__('os').environ['RANK'] == '1' and self.served > 40:\n"
+        "            __import__('time').sleep(3600)  # GENIE_TEST worker\n")))  # fmt: skip
+    run = torchrun(project, *FAST_TIMEOUT)
+    assert run.returncode != 0
+    said = run_genie("explain", "--hang", str(project / "runs" / "smoke" / "hang"))
+    assert said.returncode == 0, said.stdout + said.stderr
+    first = said.stdout.splitlines()[0]
+    stuck = line_of(project, "GENIE_TEST worker", "data.py")
+    assert first.endswith(
+        f"rank 1 was in train.py:{line_of(project, 'hang.fetching(loader)')} _micro_steps(), "
+        f"waiting for its DataLoader worker in data.py:{stuck} __getitem__()"
+    ), first
+    assert "its DataLoader worker's stack (pid " in said.stdout
+
+
 def test_a_killed_rank_is_named_as_ended_and_recording_can_be_turned_off(tmp_path):
     project = generate(tmp_path, "--tracker", "none")
     inject(project, STEP, "        if dist.get_rank() == 1 and run.position.step == 5:\n"
