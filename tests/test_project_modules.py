@@ -422,3 +422,38 @@ def test_only_forked_dataloader_workers_are_asked_for_their_stacks(project, tmp_
         for child in multiprocessing.active_children():
             child.kill()
             child.join()
+
+
+@pytest.mark.parametrize("recorder", [True, False], ids=["flight-recorder", "none"])
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_a_torch_without_a_flight_recorder_is_said_once(
+    project, tmp_path, monkeypatch, capsys, recorder
+):
+    """Older torch versions have no Flight Recorder for gloo: rank 0 says, as the group
+    starts, that the records hold stacks and heartbeats only; a torch with one says
+    nothing."""
+    import faulthandler
+
+    import torch
+    import torch.distributed as dist
+
+    if not recorder:
+        monkeypatch.delattr(torch._C._distributed_c10d, "_dump_fr_trace")
+    hang = importlib.import_module("hang")
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        hang.record(tmp_path / "hang")
+        hang.start()
+        hang.stop()
+    finally:
+        dist.destroy_process_group()
+        faulthandler.unregister(hang.WORKER_SIGNAL)
+        if hang._state.workers is not None:
+            os.close(hang._state.workers)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hang:")]
+    expected = (
+        f"hang: torch {torch.__version__} keeps no Flight Recorder for gloo: hang/ will hold "
+        "stacks and heartbeats only"
+    )
+    assert said == ([] if recorder else [expected])
