@@ -168,6 +168,9 @@ def test_every_framework_records_a_hang_and_explain_names_where_the_rank_was(tmp
     assert first.endswith(
         f"rank 0 entered it, rank 1 never did; rank 1 was in smoke_check.py:{line} fault()"
     ), first
+    seq = first.split()[1]  # "#47"
+    agrees = f"torch's own analyzer (torchfrtrace) agrees: collective {seq}: rank 1 never joined it"
+    assert said.stdout.splitlines()[2] == agrees
 
 
 def asked_while_running(project: Path, fault: str) -> str:
