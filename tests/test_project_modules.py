@@ -412,7 +412,7 @@ def test_only_forked_dataloader_workers_are_asked_for_their_stacks(project, tmp_
         deadline = time.monotonic() + 30  # a spawned child sets its handlers as it starts
         while not hang._catches(forked.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        hang._write_workers()
+        hang._write_workers("told")
         text = (tmp_path / f"workers-{hang.HOST}-rank0.txt").read_text()
         assert f"worker pid {forked.pid}\n" in text and "Current thread" in text
         assert f"worker pid {spawned.pid}" not in text

@@ -230,8 +230,11 @@ def _slow(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | Non
     if not count or span <= 0:
         return None
     hosts = dict.fromkeys(ranks[n].host for n in world)  # in rank order: ties go to the first
-    nodes = [[n for n in world if ranks[n].host == h] for h in hosts]
+    # a node's ranks, where there are other nodes: all ranks are late to no one
+    nodes = [[n for n in world if ranks[n].host == h] for h in hosts] if len(hosts) > 1 else []
     for candidates in [[n] for n in world], nodes:  # a rank, else a node's ranks
+        if not candidates:
+            continue
         late = max(candidates, key=lambda ns: sum(count[n] for n in ns))
         mine = sum(count[n] for n in late)
         waited = sum(lost[n] for n in late)

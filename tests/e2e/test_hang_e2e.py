@@ -218,7 +218,8 @@ def test_a_running_run_asked_for_its_records_is_healthy_or_names_its_straggler(t
     first = straggler[0]
     assert first.startswith("straggler: rank 1 ("), first
     # once a step (DDP's gradient all-reduce; the step's other collectives find it there),
-    # about its 0.3 s late, and rank 0 spent most of the run waiting for it
+    # about its 0.3 s late, and rank 0 spent a large share of the run waiting for it (the
+    # share falls as a loaded machine makes the steps slower: 86% alone, 49% in a full CI)
     found = re.search(r"came last to (\d+) of .*, ([\d.]+) s after .* for it (\d+)%", first)
     assert found, first
-    assert int(found[1]) >= 10 and 0.25 <= float(found[2]) <= 0.45 and int(found[3]) >= 50, first
+    assert int(found[1]) >= 10 and 0.25 <= float(found[2]) <= 0.45 and int(found[3]) >= 20, first
