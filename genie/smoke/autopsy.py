@@ -141,9 +141,13 @@ def _missing(ranks: dict[int, Rank], group: str, world: list[int], failure: bool
     return Verdict("missing", line, fix, behind, top)
 
 
+def _waited_for(rank: Rank) -> tuple[int, str] | None:
+    """The DataLoader worker a rank waits for (its phase: data) and its line."""
+    return worker_where(rank) if (rank.stacks or {}).get("phase") == "data" else None
+
+
 def _waiting(rank: Rank) -> str:
-    """Where the DataLoader worker that a rank waits for was (its phase: data)."""
-    worker = worker_where(rank) if (rank.stacks or {}).get("phase") == "data" else None
+    worker = _waited_for(rank)
     return (
         _(", waiting for its DataLoader worker in {where}").format(where=worker[1])
         if worker
@@ -270,8 +274,8 @@ def report(ranks: dict[int, Rank]) -> tuple[Verdict, list[str]]:
                 r=n, host=ranks[n].host))  # fmt: skip
             for filename, line, name in stacks["threads"][0]["frames"][-8:]:
                 lines.append(f"  {filename}:{line} {name}")
-        worker = worker_where(ranks[n])
-        if worker and _waiting(ranks[n]):
+        worker = _waited_for(ranks[n])
+        if worker:
             lines.append(_("its DataLoader worker's stack (pid {pid}, most recent call last):")
                          .format(pid=worker[0]))  # fmt: skip
             for filename, line, name in ranks[n].workers[worker[0]][-8:]:

@@ -148,22 +148,28 @@ def where(rank: Rank) -> str | None:
     """The innermost line of the project's own code in the rank's main thread."""
     if not rank.stacks or not rank.stacks.get("threads"):
         return None
-    cwd = str(rank.stacks.get("cwd", ""))
     frames = rank.stacks["threads"][0]["frames"]
-    own = [f for f in frames if str(f[0]).startswith(cwd) and not str(f[0]).endswith("hang.py")]
-    filename, line, name = (own or frames)[-1]
-    return f"{Path(filename).name}:{line} {name}()"
+    return _said((_own(frames, str(rank.stacks.get("cwd", ""))) or frames)[-1])
 
 
 def worker_where(rank: Rank) -> tuple[int, str] | None:
     """A DataLoader worker of ``rank`` in the project's own code, and that line."""
-    cwd = str((rank.stacks or {}).get("cwd", "")) or None
+    cwd = str((rank.stacks or {}).get("cwd", ""))
     for pid, frames in sorted(rank.workers.items()):
-        own = [f for f in frames if cwd and f[0].startswith(cwd)]
+        own = _own(frames, cwd) if cwd else []
         if own:
-            filename, line, name = own[-1]
-            return pid, f"{Path(filename).name}:{line} {name}()"
+            return pid, _said(own[-1])
     return None
+
+
+def _own(frames: list, cwd: str) -> list:
+    """The frames in the project's own code (hang.py aside), innermost last."""
+    return [f for f in frames if str(f[0]).startswith(cwd) and not str(f[0]).endswith("hang.py")]
+
+
+def _said(frame: list | tuple) -> str:
+    filename, line, name = frame
+    return f"{Path(filename).name}:{line} {name}()"
 
 
 def ranks_text(numbers: list[int]) -> str:
