@@ -339,10 +339,12 @@ GLOO_LOST = (  # what gloo raised on node 0 when node 1 was killed (the hosts e2
     indirect=["project"],
 )  # fmt: skip
 def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
-    project, monkeypatch, capsys, env, error, said
+    project, monkeypatch, capsys, env, error, said, tmp_path
 ):
+    flag = tmp_path / "rejoin-flag"  # launch/multi_node.sh's watcher reads the restart there
     values = {"GENIE_REJOIN_WAIT": "600", "TORCHELASTIC_RESTART_COUNT": "0",
-              "TORCHELASTIC_MAX_RESTARTS": "3", "LOCAL_RANK": "0", **env}  # fmt: skip
+              "TORCHELASTIC_MAX_RESTARTS": "3", "LOCAL_RANK": "0",
+              "GENIE_REJOIN_FLAG": str(flag), **env}  # fmt: skip
     for key, value in values.items():
         if value is None:
             monkeypatch.delenv(key, raising=False)
@@ -357,6 +359,7 @@ def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
         "to rejoin: start that node again with the same command"
     )
     assert lines == ([expected] if said else [])
+    assert (flag.read_text() if flag.exists() else None) == ("restart 1 of 3" if said else None)
     # the launch script sets the wait it gives torchrun
     script = project / "launch" / "multi_node.sh"
     if said:

@@ -251,6 +251,7 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
     args = ["--smoke", "--epochs", "3", "--eval-every", "3"]
     straight = run_nodes(dirs, two(), [*args, "--checkpoint-dir", "straight"])
     assert [r.returncode for r in straight] == [0, 0], straight[1].output[-3000:]
+    assert not any("rejoin" in r.output for r in straight)  # it lost no node
     configs = [hosts.HostConfig("node0"), hosts.HostConfig("node1")]
     with hosts.network(configs) as net:
         procs = lost_and_back(net, dirs, [*args, "--checkpoint-dir", "run"])
@@ -259,6 +260,9 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
     # node 0 said whom it lost and how long torchrun waits for it to rejoin
     lost = r"launch: lost the process at 10\.77\.0\.2 .*\(restart 1 of 3\) and waits up to 600 s"
     assert re.search(lost, outputs[0]), outputs[0][-3000:]
+    # ... and, while torchrun waited for node 1 (started again 12 s later), how long
+    waited = "launch: waiting for every node to rejoin (restart 1 of 3): 10 s of up to 600 s"
+    assert waited in outputs[0], outputs[0][-3000:]
     # node 1 started again found node 0's job, not a meet, and joined it
     assert "meet: node 0 runs the job already: joining it" in outputs[1], outputs[1][-3000:]
     assert_same_weights(newest(dirs, "run"), newest(dirs, "straight"))
@@ -266,7 +270,7 @@ def test_a_node_lost_for_real_rejoins_and_training_ends_as_if_uninterrupted(proj
 
 def lost_and_back(net, dirs: list[Path], args: list[str]) -> list[Path]:
     """Start both nodes, node 1 to hang at its 10th step (in epoch 2); kill node 1 whole once
-    it hangs; start it again; wait for both. Returns the nodes' log files."""
+    it hangs; start it again 12 s later; wait for both. Returns the nodes' log files."""
     from .hosts import HOST_ENV
 
     env = {**os.environ, **HOST_ENV, "MASTER_ADDR": MASTER, "MASTER_PORT": PORT}
@@ -284,6 +288,7 @@ def lost_and_back(net, dirs: list[Path], args: list[str]) -> list[Path]:
     while "GENIE_FAULT hang" not in logs[1].read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     net.hosts[1].kill_all()  # its torchrun agent and workers, every process on the host
+    time.sleep(12)  # node 0's torchrun waits for it meanwhile
     again = start(1, {})
     for proc in (node0, again):
         proc.wait(timeout=240)

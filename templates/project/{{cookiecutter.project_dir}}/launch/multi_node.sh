@@ -34,6 +34,25 @@ node_network "$MASTER_ADDR" || exit 2
 RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 )),join_timeout=${RDZV_TIMEOUT:-600}"
 # how long a restarted node waits for the others: a worker that lost its peer says so
 export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-600}"
+# ... and writes which restart this is into GENIE_REJOIN_FLAG; torchrun then waits in
+# silence: while it has no workers, rejoin_watch says every 10 s how long it has waited.
+export GENIE_REJOIN_FLAG="${TMPDIR:-/tmp}/genie-rejoin-$$"
+rejoin_watch() {
+    local waited=0 others
+    while sleep 1 && kill -0 "$1" 2>/dev/null; do
+        # torchrun's child processes but this one (exec made torchrun its parent)
+        others=" $(cat /proc/"$1"/task/*/children 2>/dev/null)"
+        if [[ "${others/ $BASHPID / }" == *[0-9]* ]]; then
+            # workers again, after a wait: the group re-formed
+            (( waited == 0 )) || rm -f "$GENIE_REJOIN_FLAG"
+            waited=0
+        elif [[ -f "$GENIE_REJOIN_FLAG" ]] && (( ++waited % 10 == 0 )); then
+            echo "launch: waiting for every node to rejoin ($(cat "$GENIE_REJOIN_FLAG")):" \
+                "${waited} s of up to ${GENIE_REJOIN_WAIT} s" >&2
+        fi
+    done
+    rm -f "$GENIE_REJOIN_FLAG"
+}
 # After an elastic restart the workers need a TCP store of their own: the rendezvous store
 # they share by default refused the re-formed group ("Gloo connectFullMesh failed").
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
@@ -66,5 +85,5 @@ elif (( ${JOIN_WAIT:=${RDZV_TIMEOUT:-120}} > 0 )); then
     # the nodes up to RDZV_TIMEOUT, silently.
     PREFLIGHT_WAIT="$JOIN_WAIT" python launch/preflight.py join || exit $?
 fi
-{% with line = g.launch.multi_node %}{% include "partials/start.sh.j2" %}{% endwith %}
+{% with line = g.launch.multi_node, watch = g.rdzv == "c10d" %}{% include "partials/start.sh.j2" %}{% endwith %}
 {% endif %}
