@@ -324,22 +324,25 @@ GLOO_LOST = (  # what gloo raised on node 0 when node 1 was killed (the hosts e2
 
 
 @pytest.mark.parametrize(
-    ("project", "env", "error", "said"),
+    ("project", "env", "error", "said", "flagged"),
     [
-        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, GLOO_LOST, True),
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, GLOO_LOST, True, True),
         # no restart left: the run ends, nothing to wait for
         ({"nodes": 2, "master_addr": "10.77.0.1"}, {"TORCHELASTIC_RESTART_COUNT": "3"},
-         GLOO_LOST, False),
+         GLOO_LOST, False, False),
         # only the node's first process says it
-        ({"nodes": 2, "master_addr": "10.77.0.1"}, {"LOCAL_RANK": "1"}, GLOO_LOST, False),
-        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, "CUDA out of memory", False),
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {"LOCAL_RANK": "1"}, GLOO_LOST, False,
+         False),
+        # an error of its own (or NCCL's, which names no peer): no one to name, but torchrun
+        # waits for the nodes all the same
+        ({"nodes": 2, "master_addr": "10.77.0.1"}, {}, "CUDA out of memory", False, True),
         # one node (launch/single_node.sh sets no rejoin wait): no node to wait for
-        ({}, {"GENIE_REJOIN_WAIT": None}, GLOO_LOST, False),
+        ({}, {"GENIE_REJOIN_WAIT": None}, GLOO_LOST, False, False),
     ],
     indirect=["project"],
 )  # fmt: skip
 def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
-    project, monkeypatch, capsys, env, error, said, tmp_path
+    project, monkeypatch, capsys, env, error, said, flagged, tmp_path
 ):
     flag = tmp_path / "rejoin-flag"  # launch/multi_node.sh's watcher reads the restart there
     values = {"GENIE_REJOIN_WAIT": "600", "TORCHELASTIC_RESTART_COUNT": "0",
@@ -359,7 +362,7 @@ def test_a_rank_that_lost_its_peer_says_torchrun_waits_for_the_node_to_rejoin(
         "to rejoin: start that node again with the same command"
     )
     assert lines == ([expected] if said else [])
-    assert (flag.read_text() if flag.exists() else None) == ("restart 1 of 3" if said else None)
+    assert (flag.read_text() if flag.exists() else None) == ("restart 1 of 3" if flagged else None)
     # the launch script sets the wait it gives torchrun
     script = project / "launch" / "multi_node.sh"
     if said:

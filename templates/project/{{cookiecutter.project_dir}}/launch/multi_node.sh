@@ -34,8 +34,8 @@ node_network "$MASTER_ADDR" || exit 2
 RDZV_CONF="is_host=$(( NODE_RANK == 0 ? 1 : 0 )),join_timeout=${RDZV_TIMEOUT:-600}"
 # how long a restarted node waits for the others: a worker that lost its peer says so
 export GENIE_REJOIN_WAIT="${RDZV_TIMEOUT:-600}"
-# ... and writes which restart this is into GENIE_REJOIN_FLAG; torchrun then waits in
-# silence: while it has no workers, rejoin_watch says every 10 s how long it has waited.
+# A failing worker writes which restart torchrun starts into GENIE_REJOIN_FLAG; torchrun
+# then waits in silence: while it has no workers, rejoin_watch says every 10 s how long.
 export GENIE_REJOIN_FLAG="${TMPDIR:-/tmp}/genie-rejoin-$$"
 rejoin_watch() {
     local waited=0 others
