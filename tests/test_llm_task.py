@@ -4,6 +4,7 @@ and the frameworks it is written for."""
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 
@@ -13,6 +14,7 @@ from genie import errors
 from genie.spec import build_spec
 
 from .conftest import CPU_MACHINE, new_project, ruff_generated, run_in
+from .forks import Forks
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +22,24 @@ def llm(tmp_path_factory):
     return new_project(tmp_path_factory.mktemp("llm"), CPU_MACHINE, task="llm", strategy="fsdp")
 
 
-def run_json(project, code: str) -> dict:
-    out = run_in(project, code)
+@pytest.fixture(scope="module")
+def in_llm(llm):
+    """run_in for the llm project: one interpreter imports torch and transformers' Llama
+    once, and runs each snippet in a process forked from it."""
+    forks = Forks(llm, PRELOAD)
+    yield forks.run
+    forks.close()
+
+
+PRELOAD = """
+import torch, numpy, tokenizers
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+import transformers.models.llama.modeling_llama
+"""
+
+
+def run_json(run, code: str) -> dict:
+    out = run(code)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -31,8 +49,8 @@ def test_the_generated_code_is_clean(llm):
     assert out.returncode == 0, out.stdout
 
 
-def test_the_shifted_loss_is_transformers_own_and_validation_sums_to_it(llm):
-    found = run_json(llm, """
+def test_the_shifted_loss_is_transformers_own_and_validation_sums_to_it(in_llm):
+    found = run_json(in_llm, """
         import argparse, json, torch
         import model
         args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32)
@@ -55,8 +73,8 @@ def test_the_shifted_loss_is_transformers_own_and_validation_sums_to_it(llm):
     assert 0 <= found["right"] <= sum(found["counted"])
 
 
-def test_documents_are_packed_into_blocks_with_end_of_text_between_them(llm, tmp_path):
-    found = run_json(llm, f"""
+def test_documents_are_packed_into_blocks_with_end_of_text_between_them(in_llm, tmp_path):
+    found = run_json(in_llm, f"""
         import argparse, json, pathlib
         import numpy as np
         import data
@@ -81,8 +99,8 @@ def test_documents_are_packed_into_blocks_with_end_of_text_between_them(llm, tmp
     assert len(flat) > 0
 
 
-def test_flops_per_token_count_the_parameters_outside_the_embeddings(llm):
-    found = run_json(llm, """
+def test_flops_per_token_count_the_parameters_outside_the_embeddings(in_llm):
+    found = run_json(in_llm, """
         import argparse, json, torch
         import model
         args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32)
@@ -95,8 +113,8 @@ def test_flops_per_token_count_the_parameters_outside_the_embeddings(llm):
     assert found["flops"] == 6 * (found["params"] - found["embedding"]) + 12 * 2 * 64 * 32
 
 
-def test_fsdp_units_are_the_embedding_table_the_decoder_layers_and_the_head(llm):
-    found = run_json(llm, """
+def test_fsdp_units_are_the_embedding_table_the_decoder_layers_and_the_head(in_llm):
+    found = run_json(in_llm, """
         import argparse, json, torch
         import fsdp, model
         from torch import nn
@@ -107,8 +125,8 @@ def test_fsdp_units_are_the_embedding_table_the_decoder_layers_and_the_head(llm)
     assert found == ["Embedding", "LlamaDecoderLayer", "LlamaDecoderLayer", "Linear"]
 
 
-def test_norms_biases_and_embeddings_are_not_decayed(llm):
-    found = run_json(llm, """
+def test_norms_biases_and_embeddings_are_not_decayed(in_llm):
+    found = run_json(in_llm, """
         import argparse, json
         import model, optim
         args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32,
@@ -134,17 +152,17 @@ lm = model.build_model(args, 18)
 """
 
 
-def test_the_trainer_decays_the_parameters_the_loop_decays(llm, tmp_path):
+def test_the_trainer_decays_the_parameters_the_loop_decays(in_llm, tmp_path):
     """The Hugging Face Trainer's project (its model: the transformers model itself)
     decays the same weight matrices as the plain loop's optimizer."""
     hf = new_project(tmp_path, CPU_MACHINE, task="llm", framework="hf")
-    loop = run_json(llm, SMOKE_LM + """
+    loop = run_json(in_llm, SMOKE_LM + """
 import optim
 names = {id(p): n for n, p in lm.model.named_parameters()}
 [decay, _] = optim.build_optimizer(lm, args).param_groups
 print(json.dumps(sorted(names[id(p)] for p in decay["params"])))
 """)  # fmt: skip
-    trainer = run_json(hf, SMOKE_LM + """
+    trainer = run_json(functools.partial(run_in, hf), SMOKE_LM + """
 import train
 print(json.dumps(sorted(train.DropLastTrainer.get_decay_parameter_names(None, lm.model))))
 """)  # fmt: skip
@@ -241,10 +259,10 @@ def trained(tokenizer, messages):
 """
 
 
-def test_chat_trains_on_the_assistants_turns_only_whatever_the_template(llm):
+def test_chat_trains_on_the_assistants_turns_only_whatever_the_template(in_llm):
     """Two templates: the smoke one (role words) and a ChatML one (special tokens, the
     end-of-turn token being end-of-text)."""
-    found = run_json(llm, CHAT_TOKENIZERS + textwrap.dedent("""
+    found = run_json(in_llm, CHAT_TOKENIZERS + textwrap.dedent("""
     messages = [{"role": "system", "content": "be brief"},
                 {"role": "user", "content": "hi there"},
                 {"role": "assistant", "content": "fine"},
@@ -265,8 +283,8 @@ def test_chat_trains_on_the_assistants_turns_only_whatever_the_template(llm):
     assert smoke["tokens"][-1] == "<|endoftext|>"  # added, and not trained on
 
 
-def test_chat_blocks_label_every_prompt_token_ignored(llm, tmp_path):
-    found = run_json(llm, f"""
+def test_chat_blocks_label_every_prompt_token_ignored(in_llm, tmp_path):
+    found = run_json(in_llm, f"""
         import argparse, json, pathlib
         import data
         args = argparse.Namespace(smoke=True, smoke_samples=10, seq_len=8, format="chat",
@@ -292,8 +310,8 @@ def test_chat_blocks_label_every_prompt_token_ignored(llm, tmp_path):
     assert ("USER", False) in after and ("USER", True) not in after
 
 
-def test_a_batch_with_no_trained_token_has_loss_zero_not_nan(llm):
-    found = run_json(llm, """
+def test_a_batch_with_no_trained_token_has_loss_zero_not_nan(in_llm):
+    found = run_json(in_llm, """
         import argparse, json, torch
         import model
         args = argparse.Namespace(smoke=True, from_scratch=False, model_name="x", seq_len=32)
@@ -317,8 +335,8 @@ def test_a_batch_with_no_trained_token_has_loss_zero_not_nan(llm):
          "{% if loop.last %} LAST{% endif %} {% endfor %}'", "renders earlier turns"),
     ],
 )  # fmt: skip
-def test_chat_data_a_template_cannot_serve_stops_in_one_line(llm, tmp_path, change, said):
-    out = run_in(llm, f"""
+def test_chat_data_a_template_cannot_serve_stops_in_one_line(in_llm, tmp_path, change, said):
+    out = in_llm(f"""
         import argparse, pathlib
         import data
         {change}
