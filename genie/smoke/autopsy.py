@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from genie.i18n import _
@@ -260,13 +261,19 @@ def _slow(ranks: dict[int, Rank], group: str, world: list[int]) -> Verdict | Non
     return Verdict("slow", line, fix, late)
 
 
-def report(ranks: dict[int, Rank]) -> tuple[Verdict, list[str]]:
-    """The verdict, and its lines: itself first, then the fix, then the culprits' stacks
-    and where every rank was last (its heartbeat, or its stacks where newer)."""
+def report(
+    ranks: dict[int, Rank], second: Callable[[Verdict], str | None] | None = None
+) -> tuple[Verdict, list[str]]:
+    """The verdict, and its lines: itself first, then the fix, then what ``second`` (a
+    second opinion) says of it, then the culprits' stacks and where every rank was last
+    (its heartbeat, or its stacks where newer)."""
     verdict = diagnose(ranks)
     lines = [verdict.line]
     if verdict.fix:
         lines.append(_("fix: {fix}").format(fix=verdict.fix))
+    said = second(verdict) if second else None
+    if said:
+        lines.append(said)
     for n in verdict.culprits[:2]:
         stacks = ranks[n].stacks
         if stacks and stacks.get("threads"):

@@ -131,10 +131,9 @@ def explain_hang(folders: list[Path]) -> None:
     from genie.smoke import autopsy, fr_torch
 
     ranks = autopsy.load(folders)
-    verdict, lines = autopsy.report(ranks)
-    second = fr_torch.opinion(ranks, verdict.kind, verdict.seq, verdict.culprits)
-    if second:  # after genie's verdict and its fix
-        lines.insert(2 if verdict.fix else 1, second)
+    verdict, lines = autopsy.report(
+        ranks, lambda v: fr_torch.opinion(ranks, v.kind, v.seq, v.culprits)
+    )
     for line in lines:
         ui.console().print(line, markup=False, highlight=False, soft_wrap=True)
     if verdict.kind == "unknown":
