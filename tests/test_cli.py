@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from .conftest import run_genie, tree, wizard_raises
+from genie import errors
+
+from .conftest import GOOD_REPORT, run_genie, tree, wizard_raises
 
 
 @pytest.mark.parametrize(
@@ -373,3 +375,28 @@ def test_the_verdict_prints_brackets_from_the_run_as_they_are(cpu_machine, capsy
     ui.verdict(SmokeResult(plan, 1, 1.0, problems=[problem]))
     out = " ".join(capsys.readouterr().out.split())
     assert "[/gloo/transport/tcp/pair.cc:561] Connection closed" in out.replace("│ ", "")
+
+
+def test_a_passed_smoke_run_says_what_looked_bad_in_it_did_no_harm(cpu_machine, tmp_path, capsys):
+    """A multi-node run that went well still printed torch's hostname warning and node 1's
+    TCPStore error at its end: genie smoke says once, after its verdict, why each is
+    harmless; a failed run gets its explanation instead."""
+    from genie.smoke import command, local
+    from genie.smoke.plan import SmokeResult
+    from genie.spec import build_spec
+
+    plan = local.plan(build_spec({"name": "p"}, cpu_machine), cpu_machine, tmp_path)
+    output = (
+        "[W1207 04:56:14.662585549 socket.cpp:207] [c10d] The hostname of the client socket "
+        "cannot be retrieved. err=-3\n" * 4
+        + "torch.distributed.DistNetworkError: ... recvValueWithTimeout failed\n"
+    )
+    command.report(SmokeResult(plan, 0, 1.0, report=GOOD_REPORT, output=output), tmp_path)
+    out = capsys.readouterr().out
+    assert out.count("is harmless: torch looks up a name for each peer's address") == 1
+    assert out.count("a TCPStore error at the end of a run that exited 0 is harmless") == 1
+    command.report(SmokeResult(plan, 0, 1.0, report=GOOD_REPORT, output="all well"), tmp_path)
+    assert "harmless" not in capsys.readouterr().out
+    with pytest.raises(errors.SmokeFailed):
+        command.report(SmokeResult(plan, 1, 1.0, problems=["exit 1"], output=output), tmp_path)
+    assert "harmless" not in capsys.readouterr().out

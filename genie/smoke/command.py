@@ -88,11 +88,14 @@ def run_smoke(
 
 
 def report(result: SmokeResult, target: Path) -> None:
-    """The verdict; for a failed run, its likely cause and last lines, then SmokeFailed."""
+    """The verdict; for a passed run, why what looked bad in its output did no harm; for a
+    failed run, its likely cause and last lines, then SmokeFailed."""
     from genie import ui
     from genie.smoke import signatures
 
     ui.verdict(result)
+    if result.passed:
+        _harmless(signatures.harmless(result.output))
     if not result.passed:
         found = signatures.explain(
             result.output, result.returncode, result.timed_out, project=target
@@ -113,8 +116,7 @@ def explain(log: Path) -> None:
     if end is not None and end[1] == 0:  # nothing failed: say so, not what merely looks bad
         line = _("The run ended normally (torchrun exited 0 on {h}): nothing to explain.")
         ui.console().print("\n" + line.format(h=end[0]), markup=False, soft_wrap=True)
-        for note in signatures.harmless(text):
-            ui.console().print("  " + note, markup=False, style="dim", soft_wrap=True)
+        _harmless(signatures.harmless(text))
         return
     # a faulthandler dump in the log: the run was stopped while a rank hung
     hung = "(most recent call first)" in text
@@ -122,6 +124,13 @@ def explain(log: Path) -> None:
     ui.explain(found, [], str(log), footer=False)
     if not found:
         raise NothingMatched("")
+
+
+def _harmless(notes: list[str]) -> None:
+    from genie import ui
+
+    for note in notes:
+        ui.console().print("  " + note, markup=False, style="dim", soft_wrap=True)
 
 
 def explain_hang(folders: list[Path]) -> None:
