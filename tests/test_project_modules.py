@@ -463,3 +463,32 @@ def test_a_torch_without_a_flight_recorder_is_said_once(
         "stacks and heartbeats only"
     )
     assert said == ([] if recorder else [expected])
+
+
+@pytest.mark.parametrize("project", [{}], indirect=True)
+def test_the_nodes_sharing_a_hang_folder_set_the_last_attempts_records_aside_together(
+    project, tmp_path, monkeypatch
+):
+    """Two nodes' first processes set aside the records of the attempt before at once (a
+    shared folder, as the elastic e2e run's): a record the other moved first is left to it
+    (it crashed a restarted worker in CI), and previous/ filled by the other for this attempt
+    is kept, while an older attempt's previous/ goes."""
+    import os
+    import time
+
+    hang = importlib.import_module("hang")
+    folder, now = tmp_path / "hang", time.time()
+    (folder / "previous").mkdir(parents=True)
+    records = [folder / f"fr-node{n}-rank{n}" for n in (0, 1)]
+    for path in (*records, folder / "previous" / "fr-gone-rank7"):
+        path.write_text(path.name)
+        os.utime(path, (now - 100, now - 100))
+    os.utime(folder / "previous", (now - 90, now - 90))
+    hang._state.since = now - 50
+    listed = {}  # what each node's process listed: node 1 before node 0 moved rank 0's
+    monkeypatch.setattr(type(folder), "glob", lambda self, pattern: iter(listed["now"]))
+    for seen in ([records[0]], records):
+        listed["now"] = seen
+        hang._set_aside(folder)
+    assert sorted(p.name for p in (folder / "previous").iterdir()) == [r.name for r in records]
+    assert not any(path.exists() for path in records)
