@@ -41,7 +41,7 @@ rejoin_watch() {
     local waited=0 others
     while sleep 1 && kill -0 "$1" 2>/dev/null; do
         # torchrun's child processes but this one (exec made torchrun its parent)
-        others=" $(cat /proc/"$1"/task/*/children 2>/dev/null)"
+        others=" $(cat /proc/"$1"/task/*/children 2>/dev/null || true)"  # threads come and go
         if [[ "${others/ $BASHPID / }" == *[0-9]* ]]; then
             # workers again, after a wait: the group re-formed
             (( waited == 0 )) || rm -f "$GENIE_REJOIN_FLAG"
