@@ -96,12 +96,10 @@ def report(result: SmokeResult, target: Path) -> None:
     ui.verdict(result)
     if result.passed:
         _harmless(signatures.harmless(result.output))
-    if not result.passed:
-        found = signatures.explain(
-            result.output, result.returncode, result.timed_out, project=target
-        )
-        ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
-        raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
+        return
+    found = signatures.explain(result.output, result.returncode, result.timed_out, project=target)
+    ui.explain(found, result.output.splitlines()[-TAIL_LINES:], str(target))
+    raise SmokeFailed(_("smoke test failed: ") + "; ".join(result.problems))
 
 
 def explain(log: Path) -> None:
