@@ -613,8 +613,8 @@ def test_comments_and_layout_survive():
 )
 def test_already_distributed_scripts_are_refused_in_one_line(line, found):
     with pytest.raises(GenieError) as err:
-        convert(line + "\n" + TRAIN.format(extra=""), "t.py")
-    assert str(err.value).startswith(f"t.py is already distributed ({found} found)")
+        convert("import os\n\n" + line + "\n" + TRAIN.format(extra=""), "t.py")
+    assert str(err.value).startswith(f"t.py:3 is already distributed ({found} found)")
     assert "\n" not in str(err.value)
 
 
@@ -783,7 +783,8 @@ def test_several_nodes_get_a_multi_node_launcher(script):
 
 GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trained": 2,
         "params_in_sync": True, "first_loss": 0.7, "last_loss": 0.6, "ranks_forwarded": 2,
-        "ranks_allreduced": 2, "inputs_differ": True, "inputs_shared": 0.0}  # fmt: skip
+        "ranks_allreduced": 2, "inputs_differ": True, "inputs_shared": 0.0,
+        "indexed_steps": 8, "indices_shared": 0.0}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -803,6 +804,9 @@ GOOD = {"world_size": 2, "backend": "gloo", "models": 1, "steps": 8, "ranks_trai
         (0, [{**GOOD, "inputs_differ": False}], "trained on the same first batch"),
         (0, [{**GOOD, "inputs_shared": 0.8}], "at 80% of the steps processes trained on"),
         (0, [{**GOOD, "inputs_shared": 0.1}], None),  # a padded last batch or two
+        (0, [{**GOOD, "indices_shared": 1.0}], "at 100% of the steps processes read the same"),
+        (0, [{**GOOD, "indices_shared": 0.1}], None),
+        (0, [{**GOOD, "indexed_steps": 0, "indices_shared": 0.0}], None),  # no DataLoader
     ],
 )
 def test_the_check_passes_only_on_exit_0_and_one_report_of_in_sync_trained_ranks(
@@ -824,6 +828,39 @@ def test_the_probe_counts_the_batches_more_than_one_rank_trained_on():
     assert probe._shared([[["a", "b"]], [["b", "a"]]]) == 0.0
     assert probe._shared([[["a"], ["x"]], [["b"], ["x"]]]) == 0.5  # two models
     assert probe._shared([[[]], [[]]]) == 0.0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_probe_keeps_the_indices_of_the_batches_a_process_trained_on(monkeypatch, workers):
+    """From the DataLoader's own indices, prefetched by workers or not: the batches followed
+    by backward(), not the evaluation loader's, nor an IterableDataset's."""
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, TensorDataset, dataloader
+
+    from genie.convert import probe
+
+    base = dataloader._BaseDataLoaderIter
+    for name in ("_next_index", "_reset", "__next__"):
+        monkeypatch.setattr(base, name, getattr(base, name))  # restored after the test
+    monkeypatch.setattr(probe, "STATE", probe._State())
+    probe._watch_loaders()
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(torch.arange(6.0))
+
+    data = TensorDataset(torch.arange(10.0))
+    train = DataLoader(data, batch_size=2, num_workers=workers)
+    for _epoch in range(2):
+        for _batch in train:
+            probe.STATE.steps += 1  # a backward() on this batch
+        for _batch in DataLoader(data, batch_size=5):  # evaluation: no backward()
+            pass
+        for _batch in DataLoader(Stream(), batch_size=3):
+            probe.STATE.steps += 1
+    digest = [probe.hashlib.sha256(repr(list(range(i, i + 2))).encode()).hexdigest()
+              for i in range(0, 10, 2)]  # fmt: skip
+    assert probe._training_indices() == [digest + digest]
 
 
 def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):

@@ -266,7 +266,7 @@ def test_installed_packages_and_site_packages_on_the_path_are_never_followed(tmp
 def test_a_module_of_the_script_that_is_already_distributed_is_refused(tmp_path):
     engine = "import torch.distributed as dist\n\ndist.init_process_group('gloo')\n" + ENGINE
     script = project(tmp_path, {"train.py": MAIN, "data.py": DATA, "engine.py": engine})
-    with pytest.raises(GenieError, match=r"engine.py is already distributed"):
+    with pytest.raises(GenieError, match=r"engine.py:3 is already distributed"):
         converted(script)
 
 

@@ -163,15 +163,20 @@ def test_the_report_says_how_initial_weights_agree_when_seeds_differ():
     assert seeds("fn_argparse") == []
 
 
-def test_a_conversion_with_todos_exits_non_zero_unless_allowed(tmp_path):
+def test_a_conversion_with_todos_is_refused_in_one_line_unless_allowed(tmp_path):
+    """Never a script that runs and trains wrong: the shape and its place, nothing written."""
     (tmp_path / "train.py").write_bytes((CORPUS / "custom_sampler.py").read_bytes())
-    refused = run_genie("convert", "train.py", "--no-check", cwd=tmp_path)
-    assert refused.returncode == 2 and "TODO at line(s)" in refused.stderr
-    assert "--allow-todo" in refused.stderr and (tmp_path / "train_ddp.py").exists()
-    allowed = run_genie(
-        "convert", "train.py", "--no-check", "--allow-todo", "--force", cwd=tmp_path
-    )
+    refused = run_genie("convert", "train.py", "--no-check", "--yes", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert refused.stderr.strip().splitlines() == [
+        "error: cannot convert train.py:27: train_loader has its own sampler: make it shard by "
+        "rank (see DistributedSampler); nothing written (--allow-todo writes the script with a "
+        "'# genie: TODO:' at each such line, to finish by hand)"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+    allowed = run_genie("convert", "train.py", "--no-check", "--allow-todo", cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
+    assert "# genie: TODO: train_loader" in (tmp_path / "train_ddp.py").read_text()
 
 
 def test_training_in_another_module_over_data_genie_cannot_see_is_a_todo():

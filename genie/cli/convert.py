@@ -54,7 +54,9 @@ from genie.i18n import _
 @click.option(
     "--allow-todo",
     is_flag=True,
-    help=_("Exit 0 even when the conversion leaves TODOs (they are still reported)."),
+    help=_(
+        "Write a conversion that leaves TODOs (places to finish by hand) instead of refusing it."
+    ),
 )
 def convert(
     script: Path,

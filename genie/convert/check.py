@@ -111,6 +111,11 @@ def _data_parallel_problems(p: SmokePlan, report: dict[str, Any]) -> list[str]:
             _("at {s:.0%} of the steps processes trained on the same batch: the data is "
               "not split after the first").format(s=report["inputs_shared"])  # fmt: skip
         )
+    if report["indexed_steps"] and report["indices_shared"] > SHARED:
+        problems.append(
+            _("at {s:.0%} of the steps processes read the same samples (the DataLoader's "
+              "indices): the data is not split").format(s=report["indices_shared"])  # fmt: skip
+        )
     return problems
 
 

@@ -31,7 +31,7 @@ class ConvertOptions:
     timeout: float = 300.0
     force: bool = False
     yes: bool = False
-    allow_todo: bool = False  # exit 0 even when TODOs are left
+    allow_todo: bool = False  # write a conversion with TODOs left instead of refusing it
 
 
 def layout_from_flags(
@@ -62,6 +62,8 @@ def run(script: Path, options: ConvertOptions) -> None:
     except (OSError, UnicodeDecodeError) as err:
         raise GenieError(_("cannot read {s}: {e}").format(s=script, e=err)) from None
     conversion = convert.convert(source, script.name, program.read(script, source))
+    if not o.allow_todo:
+        _refuse_todos(script, conversion)
     target = o.output or files.default_output(script)
     planned = files.plan(script, target, conversion.code, layout)
     planned.update({m.copy_path.absolute(): c.code for m, c in conversion.modules})
@@ -89,7 +91,6 @@ def run(script: Path, options: ConvertOptions) -> None:
             raise Aborted(
                 _("interrupted; {t} is written, its check did not finish").format(t=target)
             ) from None
-    _refuse_todos(script, target, conversion, o.allow_todo)
 
 
 def _described(target: Path, planned: dict[Path, str], conversion: Any) -> list[tuple[str, str]]:
@@ -107,22 +108,25 @@ def _described(target: Path, planned: dict[Path, str], conversion: Any) -> list[
     return described
 
 
-def _refuse_todos(script: Path, target: Path, conversion: Any, allow: bool) -> None:
-    """Exit non-zero while TODOs are left in any file written, unless ``allow``."""
-    todos = [(str(script), conversion.todos)]
-    todos += [(m.label, c.todos) for m, c in conversion.modules]
-    where = [
-        _("line(s) {l} of {s}").format(l=", ".join(sorted({str(c.line) for c in t}, key=int)), s=f)
-        for f, t in todos
-        if t
-    ]
-    if where and not allow:
-        raise GenieError(
-            _(
-                "{t} is written, but genie could not convert everything: TODO at {w}; finish "
-                "them by hand (or pass --allow-todo to accept them)"
-            ).format(t=target, w="; ".join(where))
+def _refuse_todos(script: Path, conversion: Any) -> None:
+    """Refuse, in one line and before anything is written, a conversion that left a place
+    genie could not convert safely: such a script would run and train wrong."""
+    places = [(str(script), c) for c in conversion.todos]
+    places += [(m.label, c) for m, c in conversion.modules for c in c.todos]
+    if not places:
+        return
+    (first, change), more = places[0], places[1:]
+    also = ""
+    if more:
+        also = _(" (and {n} more: {w})").format(
+            n=len(more), w=", ".join(f"{f}:{c.line}" for f, c in more)
         )
+    raise GenieError(
+        _(
+            "cannot convert {f}:{n}: {what}{also}; nothing written (--allow-todo writes the "
+            "script with a '# genie: TODO:' at each such line, to finish by hand)"
+        ).format(f=first, n=change.line, what=change.what, also=also)
+    )
 
 
 def _check(

@@ -6,9 +6,12 @@ count their gradient all-reduces through a comm hook), DDP's forward (to count t
 forwards and hash the inputs of each: the ranks must train on different batches, the first and
 the rest), ``Tensor.backward`` (to count steps and see the loss), ``dist.init_process_group``
 (a collective that waits longer than ``GENIE_PROBE_COLLECTIVE_TIMEOUT`` seconds fails instead
-of hanging) and ``dist.destroy_process_group``. When the script leaves the process group (or
-ends without doing so), every rank hashes its live models' parameters; rank 0 gathers every
-rank's view and prints one line: :data:`MARKER` + JSON.
+of hanging) and ``dist.destroy_process_group``, and the DataLoader's iterators (the indices
+each batch was read from: a batch after which the process ran backward() is a training one).
+Every rank starts from the same seed (torch, random, NumPy: :data:`SEED`), so a loader left
+unsplit reads the same samples everywhere and the check sees it. When the script leaves the
+process group (or ends without doing so), every rank hashes its live models' parameters;
+rank 0 gathers every rank's view and prints one line: :data:`MARKER` + JSON.
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ KEYS = (
     "ranks_allreduced",
     "inputs_differ",
     "inputs_shared",
+    "indexed_steps",
+    "indices_shared",
 )
-BATCHES = 4096  # training batches hashed per rank and model
+BATCHES = 4096  # training batches hashed per rank and model (and per loader)
+SEED = 1234  # every rank's seed before the script runs
 TIMEOUT_ENV = "GENIE_PROBE_COLLECTIVE_TIMEOUT"
 
 
@@ -51,6 +57,10 @@ class _State:
     forwards: int = 0  # training forwards (grad enabled, train mode) through a DDP model
     allreduces: int = 0  # gradient buckets DDP all-reduced
     inputs: dict[int, list[str]] = field(default_factory=dict)  # DDP model id -> digests
+    # a loader's sampler id -> the digests of the indices of its training batches
+    indices: dict[int, list[str]] = field(default_factory=dict)
+    # a DataLoader iterator's id -> (sampler id, its last batch's digest, steps when read)
+    last_batch: dict[int, tuple[int, str, int]] = field(default_factory=dict)
 
 
 STATE = _State()
@@ -95,6 +105,7 @@ def judge() -> None:
         "forwards": STATE.forwards,
         "allreduces": STATE.allreduces,
         "batches": list(STATE.inputs.values()),  # each model's, in the order they were built
+        "indices": _training_indices(),  # each training loader's, in the order first read
     }
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
@@ -112,6 +123,8 @@ def judge() -> None:
         "ranks_allreduced": sum(1 for r in everyone if r["allreduces"] > 0),
         "inputs_differ": _first_batches_differ([r["batches"] for r in everyone]),
         "inputs_shared": _shared([r["batches"] for r in everyone]),
+        "indexed_steps": min(sum(map(len, r["indices"])) for r in everyone),
+        "indices_shared": _shared([r["indices"] for r in everyone]),
         "first_loss": STATE.first_loss,
         "last_loss": STATE.last_loss,
     }
@@ -135,6 +148,79 @@ def _shared(ranks: list[list[list[str]]]) -> float:
             steps += 1
             shared += len({run[k] for run in runs}) < len(runs)
     return shared / steps if steps else 0.0
+
+
+def _training_indices() -> list[list[str]]:
+    """Each loader's training batches, the last read ones included."""
+    for iterator in list(STATE.last_batch):
+        _close_batch(iterator)
+    return [run for run in STATE.indices.values() if run]
+
+
+def _close_batch(iterator: int) -> None:
+    """Keep the last batch ``iterator`` gave when the process trained on it since."""
+    if iterator in STATE.last_batch:
+        sampler, digest, steps = STATE.last_batch.pop(iterator)
+        run = STATE.indices.setdefault(sampler, [])
+        if STATE.steps > steps and len(run) < BATCHES:
+            run.append(digest)
+
+
+def _watch_loaders() -> None:
+    """Know which indices each DataLoader batch was read from: ``_next_index`` gives them
+    (in the main process, in order, ahead of the batch when workers prefetch); ``__next__``
+    hands out the oldest. A batch followed by backward() before its loader's next is a
+    training batch; evaluation batches and the samples of an IterableDataset are not kept."""
+    from collections import deque
+
+    from torch.utils.data import dataloader
+
+    base = dataloader._BaseDataLoaderIter
+    if not all(hasattr(base, n) for n in ("_next_index", "_reset")):
+        return  # a torch whose DataLoader is built otherwise: the inputs' hashes still judge
+    next_index, next_batch, reset = base._next_index, base.__next__, base._reset
+
+    def pending(self: Any) -> Any:
+        return self.__dict__.setdefault("_genie_pending", deque())
+
+    def watched_next_index(self: Any) -> Any:
+        index = next_index(self)
+        pending(self).append(index)
+        return index
+
+    def watched_reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        pending(self).clear()
+        return reset(self, *args, **kwargs)
+
+    def watched_next(self: Any) -> Any:
+        _close_batch(id(self))
+        batch = next_batch(self)
+        queue = pending(self)
+        index = queue.popleft() if queue else None
+        flat = index if isinstance(index, (list, tuple)) else [index]
+        if index is not None and any(i is not None for i in flat):
+            digest = hashlib.sha256(repr(index).encode()).hexdigest()
+            STATE.last_batch[id(self)] = (id(self._index_sampler), digest, STATE.steps)
+        return batch
+
+    base._next_index = watched_next_index  # type: ignore[method-assign]
+    base._reset = watched_reset  # type: ignore[method-assign]
+    base.__next__ = watched_next  # type: ignore[method-assign]
+
+
+def _same_seed_everywhere() -> None:
+    """:data:`SEED` in torch, random and NumPy on every rank, as a script that seeds would."""
+    import random
+
+    import torch
+
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(SEED)
 
 
 def _counting_allreduce(state: Any, bucket: Any) -> Any:
@@ -194,6 +280,8 @@ def install() -> None:
 
     backward, destroy = torch.Tensor.backward, dist.destroy_process_group
     _watch_ddp()
+    _watch_loaders()
+    _same_seed_everywhere()
     dist.init_process_group = _bounded_collectives(dist.init_process_group)
 
     def tensor_backward(self: Any, *args: Any, **kwargs: Any) -> Any:

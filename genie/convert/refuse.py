@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+from libcst.metadata import PositionProvider
 
 from genie.convert.base import calls, code, current, dotted, method_calls, walk
 from genie.errors import GenieError
@@ -63,17 +64,40 @@ def check(module: cst.Module, script: str, others: dict[str, cst.Module] | None 
 
 
 def distributed(module: cst.Module, script: str) -> None:
-    """Refuse ``module`` when it is already distributed."""
+    """Refuse ``module`` when it is already distributed, naming the first place that says so."""
     imported, used = _imported_names(module), _used_names(module)
     top = {name.split(".")[0] for name in imported}
     for kind, mark, what, instead in DISTRIBUTED:
         where = {"api": used, "package": top, "import": imported | used}[kind]
         if mark in where:
             raise GenieError(
-                _("{s} is already distributed ({what} found); {instead}").format(
-                    s=script, what=what, instead=instead
+                _("{s}:{n} is already distributed ({what} found); {instead}").format(
+                    s=script, n=_first_line(module, kind, mark), what=what, instead=instead
                 )
             )
+
+
+def _first_line(module: cst.Module, kind: str, mark: str) -> int:
+    """The line of the first import or name that ``mark`` of ``kind`` matched."""
+
+    def says(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Import):
+            names = {dotted(a.name) for a in node.names}
+        elif isinstance(node, cst.ImportFrom) and node.module is not None:
+            source = dotted(node.module)
+            names = {source}
+            if not isinstance(node.names, cst.ImportStar):
+                names |= {f"{source}.{dotted(a.name)}" for a in node.names}
+        elif isinstance(node, (cst.Name, cst.Attribute)) and kind != "package":
+            names = {dotted(node), dotted(node).rsplit(".", 1)[-1]}
+        else:
+            return False
+        if kind == "package":
+            return mark in {n.split(".")[0] for n in names}
+        return mark in names
+
+    positions = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return next((positions[n].start.line for n in walk(module) if says(n)), 1)
 
 
 OPTIMIZERS = (

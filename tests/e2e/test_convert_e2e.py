@@ -29,6 +29,10 @@ ARGS = {  # a short run for the scripts that take arguments
     "gan_two_models": ["--niter", "1"],
 }
 TIMEOUT = 180
+# corpus scripts whose training reads no DataLoader with a sampler: batches drawn at random,
+# sliced by hand or listed, an IterableDataset (their inputs' hashes judge them)
+NO_INDICES = {"configure_optimizers", "iterable_stream", "lm_hand_batched", "lm_list",
+              "reload_whole_model"}  # fmt: skip
 FLAGGED = {  # corpus scripts genie cannot convert whole: a TODO, and the check says what is wrong
     "custom_sampler": "the processes trained on the same first batch",
 }
@@ -55,6 +59,8 @@ def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path,
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
     assert report["ranks_forwarded"] == 2 and report["ranks_allreduced"] == 2
     assert report["inputs_differ"] is True and report["inputs_shared"] <= check.SHARED
+    assert report["indices_shared"] <= check.SHARED
+    assert (report["indexed_steps"] > 0) == (name not in NO_INDICES), report["indexed_steps"]
 
 
 @pytest.mark.parametrize("name", sorted(FLAGGED))
@@ -71,6 +77,9 @@ GAN = ["--dataset", "fake", "--niter", "1", "--dry-run", "--batchSize", "8"]
 SMALL_GAN = ["--n_epochs", "1", "--batch_size", "16"]  # PyTorch-GAN's: 16 batches of 16
 CHARGPT = ["--trainer.max_iters=30", "--trainer.batch_size=8", "--trainer.num_workers=0",
            "--model.model_type=gpt-nano", "--data.block_size=32"]  # fmt: skip
+# TCN's adding problem: its --cuda flag turns CUDA off; 50 batches of 1000 sequences of 20
+ADDING = ["--cuda", "--epochs", "1", "--batch_size", "1000", "--seq_len", "20", "--levels", "3",
+          "--ksize", "3", "--nhid", "16", "--log-interval", "10"]  # fmt: skip
 CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, where))
     "pytorch_examples/mnist": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
     "pytorch_examples/mnist_rnn": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
@@ -80,6 +89,8 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     "pytorch_examples/dcgan": ("main.py", GAN, None),
     "pytorch_examples/word_language_model": ("main.py", WORDS, ("wikitext", "data/wikitext-2")),
     "pytorch_gan/cgan": ("cgan.py", SMALL_GAN, ("mnist", "../../data/mnist")),
+    "pytorch_gan/acgan": ("acgan.py", SMALL_GAN, ("mnist", "../../data/mnist")),
+    "pytorch_gan/wgan": ("wgan.py", SMALL_GAN, ("mnist", "../../data/mnist")),
     "pytorch_gan/wgan_gp": ("wgan_gp.py", SMALL_GAN, ("mnist", "../../data/mnist")),
     "pytorch_tutorial/language_model": ("main.py", [], ("wikitext", "data")),
     # the loaders in data_setup.py, the epoch loop in engine.py, the save in utils.py
@@ -87,9 +98,12 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     # installed (pip install -e .): the Trainer's loop, its sampler drawing with replacement
     # and its optimizer from the model's configure_optimizers() live in the mingpt package
     "mingpt": ("projects/chargpt/chargpt.py", CHARGPT, ("shakespeare", ".")),
+    # the optimizer chosen by name, getattr(optim, args.optim)(...); batch indices into tensors
+    "tcn": ("TCN/adding_problem/add_test.py", ADDING, None),
 }
 INSTALLED = {"mingpt"}  # on PYTHONPATH, as an editable install puts it
-RUN_IN = {"mingpt": "projects/chargpt"}  # where each README runs it from (else the folder)
+# where each README runs it from (else the folder)
+RUN_IN = {"mingpt": "projects/chargpt", "tcn": "TCN/adding_problem"}
 COPIES = {  # the copies genie must write of the script's own modules, and no other
     "going_modular": {f"going_modular/{m}_ddp.py" for m in ("data_setup", "engine", "utils")},
     "mingpt": {"mingpt/trainer_ddp.py"},
@@ -126,7 +140,8 @@ def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(t
 
 BEFORE = {  # shapes as genie converted them before their fix -> what the check finds
     "reload_after_training": "only 0 of 2 processes trained through a DDP model",
-    "gan_random_seed": "parameters differ across processes after training",
+    # every rank draws the probe's seed, so the noise no rank reseeded is the same everywhere
+    "gan_random_seed": "of the steps processes trained on the same batch",
     "lm_hand_batched": "the processes trained on the same first batch",
     "model_in_branch": "no DistributedDataParallel model was built",
     "best_checkpoint": "torchrun exited with 1",  # a barrier one rank never reaches, timed
@@ -174,6 +189,49 @@ def test_the_check_fails_when_only_the_first_batch_differs_across_ranks(tmp_path
         "at 90% of the steps processes trained on the same batch: the data is not split after "
         "the first"
     ]
+
+
+UNSPLIT = """\
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+
+dist.init_process_group("gloo")
+model = DDP(torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.randn(64, 4)
+noise = torch.Generator().manual_seed(dist.get_rank())
+{loop}
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+dist.destroy_process_group()
+"""
+UNSPLIT_LOOPS = {  # a loader left whole, under inputs that differ per rank -> what is found
+    # every rank reads the same shuffled samples, each blurred by noise of its own
+    "augmented": ("for (x,) in DataLoader(TensorDataset(data), batch_size=8, shuffle=True):\n"
+                  "    x = x + 0.01 * torch.randn(x.shape, generator=noise)",
+                  "at 100% of the steps processes read the same samples (the DataLoader's "
+                  "indices): the data is not split"),
+    # an order from NumPy's global generator, seeded by the OS unless the probe seeds it
+    "numpy_order": ("order = np.random.permutation(64)\nfor i in range(0, 64, 8):\n"
+                    "    x = data[order[i : i + 8]]",
+                    "the processes trained on the same first batch: the data is not split"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(UNSPLIT_LOOPS))
+def test_the_check_finds_a_loader_left_whole_under_inputs_that_differ(tmp_path, case):
+    """Every rank starts from the probe's seed and the DataLoader's indices are compared: data
+    that differs only by per-rank noise, or by an unseeded NumPy order, is still not split."""
+    loop, problem = UNSPLIT_LOOPS[case]
+    script = tmp_path / "unsplit_ddp.py"
+    script.write_text(UNSPLIT.format(loop=loop))
+    result = check.run(script, [], CPU, TIMEOUT)
+    assert result.problems == [problem], result.problems
 
 
 def test_the_check_fails_when_the_ranks_end_with_different_parameters(tmp_path):
