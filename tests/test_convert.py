@@ -3,6 +3,7 @@ golden output, and the command's file safety. The 2-process runs are in e2e/."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -452,6 +453,25 @@ def test_an_endless_loop_over_next_of_a_split_loader_is_split():
     ]
 
 
+def test_an_iterator_made_anew_in_a_training_loop_starts_the_loaders_next_epoch():
+    """``while True`` over ``next()``, a new iterator when one ends: no epoch loop, so each
+    new iterator sets the next epoch (the same on every rank: they end at the same step)."""
+    loop = ("    batches = iter(loader)\n    while True:\n        try:\n"
+            "            x = next(batches)\n        except StopIteration:\n"
+            "            batches = iter(loader)\n            x = next(batches)\n"
+            "        model(x).sum().backward()\n        opt.step()\n")  # fmt: skip
+    start = TRAIN.index("    for epoch in range(2):\n")
+    source = TRAIN[:start] + loop + TRAIN[TRAIN.index("{extra}") :]
+    conversion = convert(source.format(extra=""))
+    assert not conversion.todos
+    assert (
+        "        except StopIteration:\n"
+        "            loader.sampler.set_epoch(loader.sampler.epoch + 1)\n"
+        "            batches = iter(loader)\n"
+    ) in conversion.code
+    assert conversion.code.count("set_epoch") == 1  # not for the first iterator
+
+
 STREAM = """\
 class Stream(IterableDataset):
     def __iter__(self):
@@ -837,13 +857,14 @@ def test_the_probe_keeps_the_indices_of_the_batches_a_process_trained_on(monkeyp
     import torch
     from torch.utils.data import DataLoader, IterableDataset, TensorDataset, dataloader
 
-    from genie.convert import probe
+    from genie.convert import indices
 
     base = dataloader._BaseDataLoaderIter
     for name in ("_next_index", "_reset", "__next__"):
         monkeypatch.setattr(base, name, getattr(base, name))  # restored after the test
-    monkeypatch.setattr(probe, "STATE", probe._State())
-    probe._watch_loaders()
+    steps = [0]
+    loaders = indices.Loaders(lambda: steps[0], 4096)
+    loaders.install()
 
     class Stream(IterableDataset):
         def __iter__(self):
@@ -853,14 +874,14 @@ def test_the_probe_keeps_the_indices_of_the_batches_a_process_trained_on(monkeyp
     train = DataLoader(data, batch_size=2, num_workers=workers)
     for _epoch in range(2):
         for _batch in train:
-            probe.STATE.steps += 1  # a backward() on this batch
+            steps[0] += 1  # a backward() on this batch
         for _batch in DataLoader(data, batch_size=5):  # evaluation: no backward()
             pass
         for _batch in DataLoader(Stream(), batch_size=3):
-            probe.STATE.steps += 1
-    digest = [probe.hashlib.sha256(repr(list(range(i, i + 2))).encode()).hexdigest()
+            steps[0] += 1
+    digest = [hashlib.sha256(repr(list(range(i, i + 2))).encode()).hexdigest()
               for i in range(0, 10, 2)]  # fmt: skip
-    assert probe._training_indices() == [digest + digest]
+    assert loaders.training() == [digest + digest]
 
 
 def test_the_check_uses_two_cpu_processes_unless_there_are_two_gpus(cpu_machine, gpu_machine):
@@ -887,3 +908,30 @@ def test_a_failed_write_is_a_one_line_error_and_leaves_no_temporary_file(tmp_pat
     with pytest.raises(GenieError, match="cannot write .*t.py: No space left on device"):
         files.write({tmp_path / "t.py": "x = 1\n"})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "made"),
+    [
+        ('os.makedirs("out")', 'os.makedirs("out", exist_ok=True)'),
+        ('os.mkdir("out")', 'os.makedirs("out", exist_ok=True)'),
+        ("Path(out).mkdir(parents=True)", "Path(out).mkdir(parents=True, exist_ok=True)"),
+        ('os.makedirs("out", exist_ok=False)', 'os.makedirs("out", exist_ok=False)'),
+    ],
+)
+def test_every_process_makes_its_folders_without_failing_on_another_s(call, made):
+    """Both ranks run ``if not os.path.exists(d): os.makedirs(d)``: one of them used to fail."""
+    out = converted(TRAIN.replace("def main():\n", f"def main():\n    {call}\n"), extra="")
+    assert f"    {made}\n" in out
+
+
+def test_set_epoch_is_only_for_loaders_not_for_what_is_counted_from_them():
+    """PyTorch-GAN's shape: ``batches_done`` (from ``len(dataloader)``) handed to a function
+    by keyword is no loader: no ``batches_done.sampler.set_epoch`` (a NameError once)."""
+    loop = ("        batches_done = epoch * len(loader)\n"
+            "        sample_image(n_row=10, batches_done=batches_done)\n")  # fmt: skip
+    source = TRAIN.replace("        print(epoch)\n", loop).replace(
+        "def main():", "def sample_image(n_row, batches_done):\n    pass\n\n\ndef main():"
+    )
+    out = converted(source, extra="")
+    assert "batches_done.sampler" not in out and out.count(".set_epoch(") == 1

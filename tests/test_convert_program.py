@@ -283,3 +283,81 @@ def test_genie_convert_writes_the_copies_beside_the_modules_and_never_replaces_o
     assert "genie's copy of engine.py" in said.stdout
     assert "set_epoch" in (tmp_path / "engine_ddp.py").read_text()
     assert all(p.read_bytes() == text for p, text in originals.items())
+
+
+SOLVER_MAIN = """\
+import os
+
+from data_loader import get_loader
+from solver import Solver
+
+if not os.path.exists("logs"):
+    os.makedirs("logs")
+faces = get_loader("faces", 8)
+photos = get_loader("photos", 8)
+Solver(faces, photos).train_multi(20)
+"""
+SOLVER_DATA = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def get_loader(name, batch_size):
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    data_loader = DataLoader(data, batch_size=batch_size, shuffle=True)
+    return data_loader
+"""
+SOLVER = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Solver:
+    def __init__(self, faces_loader, photos_loader):
+        self.faces_loader = faces_loader
+        self.photos_loader = photos_loader
+        self.build_model()
+
+    def build_model(self):
+        self.D = nn.Linear(4, 2)
+        self.d_optimizer = torch.optim.Adam(self.D.parameters(), 1e-3)
+
+    def train_multi(self, num_iters):
+        faces_iter = iter(self.faces_loader)
+        photos_iter = iter(self.photos_loader)
+        for i in range(num_iters):
+            for dataset in ["faces", "photos"]:
+                data_iter = faces_iter if dataset == "faces" else photos_iter
+                try:
+                    x, y = next(data_iter)
+                except StopIteration:
+                    if dataset == "faces":
+                        faces_iter = iter(self.faces_loader)
+                        x, y = next(faces_iter)
+                    else:
+                        photos_iter = iter(self.photos_loader)
+                        x, y = next(photos_iter)
+                loss = F.cross_entropy(self.D(x), y)
+                self.d_optimizer.zero_grad()
+                loss.backward()
+                self.d_optimizer.step()
+"""
+
+
+def test_research_code_whose_solver_steps_over_next_of_loaders_a_factory_made(tmp_path):
+    """StarGAN's shape: loaders from a function of another module (``get_loader``) handed to
+    a Solver, whose step loop (and its loop over dataset names) takes batches with next():
+    split by the loaders' DistributedSampler, the steps not sharded again, each iterator made
+    anew (when one ends) in the epoch of its step, the same on every rank; no TODO."""
+    files = {"main.py": SOLVER_MAIN, "data_loader.py": SOLVER_DATA, "solver.py": SOLVER}
+    conversion = converted(project(tmp_path, files))
+    assert not conversion.todos and not any(c.todos for _m, c in conversion.modules)
+    solver = copy_of(conversion, "solver.py")
+    assert "self.D = DDP(\n" in solver and "shard(" not in solver
+    step = "        for i in range(num_iters):\n"
+    assert step + "            self.faces_loader.sampler.set_epoch(i)\n" in solver  # re-made
+    assert "            self.photos_loader.sampler.set_epoch(i)\n" in solver  # iterators
+    assert "sampler=DistributedSampler(data, shuffle=True)" in copy_of(conversion, "data_loader.py")
+    assert 'os.makedirs("logs", exist_ok=True)' in conversion.code
+    assert conversion.split

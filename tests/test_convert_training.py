@@ -5,11 +5,15 @@ shared; the report says how the initial weights agree; TODOs make the command fa
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+
+import pytest
 
 from genie.convert import convert, report
+from genie.errors import GenieError
 
 from .conftest import run_genie
-from .test_convert import CORPUS
+from .test_convert import CORPUS, TRAIN
 
 HEAD = """\
 import torch
@@ -193,3 +197,49 @@ def test_a_placeholder_none_is_not_the_model_built():
         "    for x in loader:\n        model(x).sum().backward()\n"
     ).code
     assert "model = None\n" in out and "    model = DDP(model.to(DEVICE)," in out
+
+
+NO_DATA = """\
+import torch
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+{loop}
+    model(x).sum().backward()
+    opt.step()
+"""
+ONCE = "loader = DataLoader(torch.randn(64, 2), batch_size=8, shuffle=True)\nbatches = iter(loader)"
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (TRAIN.replace("shuffle=True)", "sampler=BucketSampler(labels))"),
+         "t.py:8: loader has its own sampler: make it shard by rank (see DistributedSampler)"),
+        (TRAIN.replace("        for x in loader:", "        loader = DataLoader(list(range(8)), "
+                       "batch_size=2, shuffle=True)\n        for x in loader:"),
+         "t.py:10: loader is built inside a loop: build it once, with a DistributedSampler, "
+         "before the loop"),
+        (NO_DATA.format(loop="for x in make_batches():"),
+         "t.py:4: this training loop's batches are not split across processes"),
+        (NO_DATA.format(loop="from torch.utils.data import DataLoader\n" + ONCE
+                        + "\nwhile True:\n    x = next(batches)"),
+         "t.py:5: no epoch loop found: call loader.sampler.set_epoch(epoch) at the start of "
+         "each epoch"),
+        (TRAIN.replace("{extra}", "    print(model.module)"),
+         "t.py:14: model.module predates DDP: under DDP, .module is the unwrapped model"),
+        ("import torch\ndef fit(model, batches):\n    opt = torch.optim.SGD(model.parameters())"
+         "\n    for batch in batches:\n        model(batch).sum().backward()\n",
+         "t.py:1: found no model to wrap in DDP"),
+    ],
+)  # fmt: skip
+def test_each_shape_genie_cannot_convert_is_refused_with_its_place(source, said):
+    """docs/convert.md's table of refusals, each example: the shape and file:line in one
+    line, before anything is written."""
+    from genie.convert import command
+
+    with pytest.raises(GenieError) as err:
+        command._refuse_todos(Path("t.py"), convert(source.replace("{extra}", ""), "t.py"))
+    assert str(err.value).startswith("cannot convert " + said), str(err.value)
+    assert str(err.value).endswith("nothing written (--allow-todo writes the script with a "
+                                   "'# genie: TODO:' at each such line, to finish by hand)")  # fmt: skip
+    assert "\n" not in str(err.value)

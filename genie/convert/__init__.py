@@ -162,6 +162,7 @@ def _rewrite(tree: Any, ctx: Any, library: bool, elsewhere: list[_File]) -> _Fil
     )
     tree = rank0.merge_guards(tree)
     shown = len(ctx.changes) - before  # prints and writes on rank 0 only
+    tree = tree.visit(rank0.FolderRewrite(ctx))
     tree = tree.visit(decisions.DecisionRewrite(ctx, placement.trainers(tree)))
     tree = setup.apply(tree, ctx, library)
     split = bool(ctx.uses & {"DistributedSampler", "shard", "per_rank", "RankShard"})

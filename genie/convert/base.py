@@ -37,6 +37,9 @@ class Program:
     loaders: frozenset[str] = frozenset()  # training loaders given a DistributedSampler
     epoch_loaders: frozenset[str] = frozenset()  # those with an epoch loop in some file
     fed: frozenset[tuple[str, str]] = frozenset()  # (function, parameter) given training data
+    # those given a training loader (not an evaluation loader nor a list): their epoch loops
+    # set the loader's epoch where the loader is handed in (a Solver's ``self.loader``)
+    trained: frozenset[tuple[str, str]] = frozenset()
 
 
 # The program being converted (None: a script on its own), read through current()

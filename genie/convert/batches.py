@@ -5,11 +5,11 @@ A loop over a DataLoader (which gets a DistributedSampler) or over a plain list 
 see :mod:`genie.convert.loaders`) is split already. A loop over batch indices,
 ``for i in range(0, data.size(0) - 1, bptt)`` or ``for i in range(n_batches)`` whose index
 slices the data, becomes ``for i in shard(range(...))``: every WORLD_SIZE-th batch, the same
-count on every process; a ``while`` loop that takes its batches with ``next()`` from a split
-loader is split too, and so is a loop that draws its batches at random (each rank draws
-its own after the wrap, see :mod:`genie.convert.seeds`). Any other training loop (a
-generator, a ``while``, full-batch training) is a TODO at its line: every process would
-train on the same data.
+count on every process; a ``for`` or ``while`` loop that takes its batches with ``next()``
+from a split loader is split too (not sharded again), and so is a loop that draws its
+batches at random (each rank draws its own after the wrap, see :mod:`genie.convert.seeds`).
+Any other training loop (a generator, a ``while``, full-batch training) is a TODO at its
+line: every process would train on the same data.
 """
 
 from __future__ import annotations
@@ -153,9 +153,10 @@ def _drawn(loop: cst.For | cst.While, found: HandBatches) -> bool:
     return bool(seeds.loop_draws(found.module, [loop]))
 
 
-def _next_of(loop: cst.While, split: set[str]) -> bool:
+def _next_of(loop: cst.For | cst.While, split: set[str]) -> bool:
     """Whether the loop takes its batches with ``next()`` from split data (an endless
-    ``while True`` over ``next(data_iter)``, ``data_iter = iter(train_loader)``)."""
+    ``while True`` over ``next(data_iter)``, ``data_iter = iter(train_loader)``; StarGAN's
+    ``for i in range(start, num_iters)`` over ``next(data_iter)``, re-made when it ends)."""
     nexts = [c for c in calls(loop.body, "next") if c.args]
     return any(_names_in(code(c.args[0].value)) & split for c in nexts)
 
@@ -166,8 +167,8 @@ def _names_in(text: str) -> set[str]:
 
 
 def _judge(loop: cst.For, iters: list[str], split: set[str], found: HandBatches) -> None:
-    if _reads(iters, split):
-        return
+    if _reads(iters, split) or _next_of(loop, split):
+        return  # a step loop taking its batches with next() from a split loader: not sharded
     indices = _batch_indices(loop)
     if indices is not None:
         found.ranges.add(id(indices))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from genie.convert import batches, iterables, samplers
+from genie.convert import batches, epochs, iterables, samplers
 from genie.convert.base import (
     Context,
     Rewrite,
@@ -43,6 +43,7 @@ class Loaders:
     own: dict[int, tuple[Callable, str]] = field(default_factory=dict)
     epoch_loops: dict[int, list[str]] = field(default_factory=dict)  # For id -> loader names
     before_loop: dict[int, tuple[str, str]] = field(default_factory=dict)  # For -> name, epoch
+    remade: dict[int, str] = field(default_factory=dict)  # ``it = iter(loader)`` in training
     unsharded: dict[int, set[str]] = field(default_factory=dict)  # For id -> plain lists
     no_epoch: set[int] = field(default_factory=set)  # training loaders with no epoch loop
     batch: str | None = None  # the training loader's batch_size, as written
@@ -65,18 +66,6 @@ def _loader_calls(node: cst.CSTNode, loops: int = 0) -> list[tuple[str, cst.Call
         else:
             found += _loader_calls(child, loops + isinstance(child, _LOOPS))
     return found
-
-
-def _aliases(module: cst.Module, name: str) -> set[str]:
-    """``name`` and what is assigned from it: ``x = name``, ``x = name(...)``, ``self.x = x``."""
-    names = {name}
-    assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and len(n.targets) == 1]
-    for _round in range(3):
-        for node in assigns:
-            value = node.value.func if isinstance(node.value, cst.Call) else node.value
-            if isinstance(value, (cst.Name, cst.Attribute)) and code(value) in names:
-                names.add(code(node.targets[0].target))
-    return names
 
 
 def _shuffles(call: cst.Call) -> bool:
@@ -120,21 +109,27 @@ def find(module: cst.Module) -> Loaders:
         else:
             found.train[id(call)] = name
             found.batch = found.batch or _batch(call)
-            names = _aliases(module, name)  # and the parameters it is handed to, by name
+            names = epochs.aliases(module, name)  # and the parameters it is handed to, by name
             handed = batches.passed(module, names, strict=True)
-            names |= set().union(*(_aliases(module, p) for p in handed))
-            placed = _find_epoch_loops(module, found, names)
+            names |= set().union(*(epochs.aliases(module, p) for p in handed))
+            placed = epochs.find_epoch_loops(module, found, names)
             if not placed and name not in current().epoch_loaders:
                 found.no_epoch.add(id(call))
     for name in sorted(current().loaders - set(found.train.values())):
-        _find_epoch_loops(module, found, {name})  # a loader another file builds, passed here
+        epochs.find_epoch_loops(module, found, {name})  # a loader another file builds, passed here
+    for function, param in sorted(current().trained):
+        scope = epochs.defined(module, function)
+        if scope is not None:  # handed a training loader: ``self.loader = loader``, looped
+            epochs.find_epoch_loops(scope, found, epochs.aliases(scope, param))
     _find_unsharded(module, found, {n for n, _c, _l in every})
     return found
 
 
 def epoch_loaders(module: cst.Module, names: set[str]) -> set[str]:
     """Which of the training loaders ``names`` have an epoch loop in ``module``."""
-    return {n for n in names if _find_epoch_loops(module, Loaders(), _aliases(module, n))}
+    return {
+        n for n in names if epochs.find_epoch_loops(module, Loaders(), epochs.aliases(module, n))
+    }
 
 
 def _batch(call: cst.Call) -> str | None:
@@ -146,49 +141,7 @@ def _batch(call: cst.Call) -> str | None:
 def known_data(module: cst.Module) -> set[str]:
     """The names of every loader and list the rewrites split (or leave whole), and aliases."""
     names = {n for n, _c, _l in _loader_calls(module)} | batches.lists(module)
-    return set().union(*(_aliases(module, n) for n in names))
-
-
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    """Whether ``node`` uses ``name`` (``loader`` in ``self.loader`` is not ``loader``)."""
-    attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
-    return any(
-        isinstance(n, (cst.Name, cst.Attribute)) and code(n) == name and id(n) not in attrs
-        for n in walk(node)
-    )
-
-
-def _epoch_name(node: cst.For) -> str | None:
-    """The loop variable of an epoch loop: ``for epoch in ...`` or ``for t in range(...)``."""
-    names = [n.value for n in walk(node.target) if isinstance(n, cst.Name)]
-    named = next((n for n in names if "epoch" in n.lower()), None)
-    if named is None and isinstance(node.target, cst.Name) and calls(node.iter, "range"):
-        return node.target.value
-    return named
-
-
-def _find_epoch_loops(module: cst.Module, found: Loaders, names: set[str]) -> bool:
-    """Where ``set_epoch`` goes for a loader known by ``names``; False when nowhere."""
-    loops = [n for n in walk(module) if isinstance(n, cst.For)]
-    placed = False
-    for name in sorted(names):
-        for loop in loops:
-            if _epoch_name(loop) and _mentions(loop.body, name) and not _mentions(loop.iter, name):
-                names_here = found.epoch_loops.setdefault(id(loop), [])
-                if name not in names_here:
-                    names_here.append(name)
-                placed = True
-    if placed:
-        return True
-    for function in (n for n in walk(module) if isinstance(n, cst.FunctionDef)):
-        params = [p.name.value for p in function.params.params]
-        epoch = next((p for p in params if "epoch" in p.lower()), None)
-        for loop in (f for f in walk(function) if isinstance(f, cst.For)):
-            iterated = next((n for n in sorted(names) if _mentions(loop.iter, n)), None)
-            if epoch and iterated:
-                found.before_loop[id(loop)] = (iterated, epoch)
-                placed = True
-    return placed
+    return set().union(*(epochs.aliases(module, n) for n in names))
 
 
 def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> None:
@@ -198,13 +151,9 @@ def _find_unsharded(module: cst.Module, found: Loaders, loaders: set[str]) -> No
         nested = [n for n in walk(loop.body) if isinstance(n, _LOOPS)]
         if nested or not method_calls(loop.body, "backward"):
             continue
-        names = {name for name in lists - loaders if _mentions(loop.iter, name)}
+        names = {name for name in lists - loaders if epochs.mentions(loop.iter, name)}
         if names:
             found.unsharded[id(loop)] = names
-
-
-def _set_epoch(name: str, epoch: str) -> cst.BaseStatement:
-    return stmt(f"{name}.sampler.set_epoch({epoch})\n")
 
 
 class LoaderRewrite(Rewrite):
@@ -275,18 +224,31 @@ class LoaderRewrite(Rewrite):
         self.ctx.facts["names"].add(name)
         return name
 
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        name = self.loaders.remade.get(id(original))
+        if name is not None:
+            epoch = f"{name}.sampler.epoch + 1"
+            self.ctx.change(
+                original,
+                _("{n}.sampler.set_epoch({e}): each new iterator reads a new order").format(
+                    n=name, e=epoch
+                ),
+            )
+            self.insert_before(epochs.set_epoch(name, epoch))
+        return updated
+
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
         if id(original) in self.loaders.unsharded:
             updated = self._shard(original, updated, self.loaders.unsharded[id(original)])
         if id(original) in self.loaders.before_loop:
             name, variable = self.loaders.before_loop[id(original)]
             self.ctx.change(original, _("{n}.sampler.set_epoch({e})").format(n=name, e=variable))
-            self.insert_before(_set_epoch(name, variable))
+            self.insert_before(epochs.set_epoch(name, variable))
         names = self.loaders.epoch_loops.get(id(original))
-        epoch = _epoch_name(original)
+        epoch = epochs.epoch_name(original)
         if not names or epoch is None or not isinstance(updated.body, cst.IndentedBlock):
             return updated
-        lines = [_set_epoch(name, epoch) for name in names]
+        lines = [epochs.set_epoch(name, epoch) for name in names]
         for name in names:
             self.ctx.change(
                 original, _("{n}.sampler.set_epoch({e}) each epoch").format(n=name, e=epoch)

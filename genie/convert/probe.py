@@ -27,6 +27,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from genie.convert import indices
+
 MARKER = "GENIE_PROBE "
 KEYS = (
     "world_size",
@@ -57,13 +59,10 @@ class _State:
     forwards: int = 0  # training forwards (grad enabled, train mode) through a DDP model
     allreduces: int = 0  # gradient buckets DDP all-reduced
     inputs: dict[int, list[str]] = field(default_factory=dict)  # DDP model id -> digests
-    # a loader's sampler id -> the digests of the indices of its training batches
-    indices: dict[int, list[str]] = field(default_factory=dict)
-    # a DataLoader iterator's id -> (sampler id, its last batch's digest, steps when read)
-    last_batch: dict[int, tuple[int, str, int]] = field(default_factory=dict)
 
 
 STATE = _State()
+LOADERS = indices.Loaders(lambda: STATE.steps, BATCHES)
 
 
 def _digest(model: Any) -> str:
@@ -105,7 +104,7 @@ def judge() -> None:
         "forwards": STATE.forwards,
         "allreduces": STATE.allreduces,
         "batches": list(STATE.inputs.values()),  # each model's, in the order they were built
-        "indices": _training_indices(),  # each training loader's, in the order first read
+        "indices": LOADERS.training(),  # each training loader's, in the order first read
     }
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
@@ -148,79 +147,6 @@ def _shared(ranks: list[list[list[str]]]) -> float:
             steps += 1
             shared += len({run[k] for run in runs}) < len(runs)
     return shared / steps if steps else 0.0
-
-
-def _training_indices() -> list[list[str]]:
-    """Each loader's training batches, the last read ones included."""
-    for iterator in list(STATE.last_batch):
-        _close_batch(iterator)
-    return [run for run in STATE.indices.values() if run]
-
-
-def _close_batch(iterator: int) -> None:
-    """Keep the last batch ``iterator`` gave when the process trained on it since."""
-    if iterator in STATE.last_batch:
-        sampler, digest, steps = STATE.last_batch.pop(iterator)
-        run = STATE.indices.setdefault(sampler, [])
-        if STATE.steps > steps and len(run) < BATCHES:
-            run.append(digest)
-
-
-def _watch_loaders() -> None:
-    """Know which indices each DataLoader batch was read from: ``_next_index`` gives them
-    (in the main process, in order, ahead of the batch when workers prefetch); ``__next__``
-    hands out the oldest. A batch followed by backward() before its loader's next is a
-    training batch; evaluation batches and the samples of an IterableDataset are not kept."""
-    from collections import deque
-
-    from torch.utils.data import dataloader
-
-    base = dataloader._BaseDataLoaderIter
-    if not all(hasattr(base, n) for n in ("_next_index", "_reset")):
-        return  # a torch whose DataLoader is built otherwise: the inputs' hashes still judge
-    next_index, next_batch, reset = base._next_index, base.__next__, base._reset
-
-    def pending(self: Any) -> Any:
-        return self.__dict__.setdefault("_genie_pending", deque())
-
-    def watched_next_index(self: Any) -> Any:
-        index = next_index(self)
-        pending(self).append(index)
-        return index
-
-    def watched_reset(self: Any, *args: Any, **kwargs: Any) -> Any:
-        pending(self).clear()
-        return reset(self, *args, **kwargs)
-
-    def watched_next(self: Any) -> Any:
-        _close_batch(id(self))
-        batch = next_batch(self)
-        queue = pending(self)
-        index = queue.popleft() if queue else None
-        flat = index if isinstance(index, (list, tuple)) else [index]
-        if index is not None and any(i is not None for i in flat):
-            digest = hashlib.sha256(repr(index).encode()).hexdigest()
-            STATE.last_batch[id(self)] = (id(self._index_sampler), digest, STATE.steps)
-        return batch
-
-    base._next_index = watched_next_index  # type: ignore[method-assign]
-    base._reset = watched_reset  # type: ignore[method-assign]
-    base.__next__ = watched_next  # type: ignore[method-assign]
-
-
-def _same_seed_everywhere() -> None:
-    """:data:`SEED` in torch, random and NumPy on every rank, as a script that seeds would."""
-    import random
-
-    import torch
-
-    torch.manual_seed(SEED)
-    random.seed(SEED)
-    try:
-        import numpy
-    except ImportError:
-        return
-    numpy.random.seed(SEED)
 
 
 def _counting_allreduce(state: Any, bucket: Any) -> Any:
@@ -280,8 +206,8 @@ def install() -> None:
 
     backward, destroy = torch.Tensor.backward, dist.destroy_process_group
     _watch_ddp()
-    _watch_loaders()
-    _same_seed_everywhere()
+    LOADERS.install()
+    indices.same_seed_everywhere(SEED)
     dist.init_process_group = _bounded_collectives(dist.init_process_group)
 
     def tensor_backward(self: Any, *args: Any, **kwargs: Any) -> Any:

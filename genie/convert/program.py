@@ -21,7 +21,7 @@ from pathlib import Path
 import libcst as cst
 
 from genie.convert import batches, loaders, model, refuse
-from genie.convert.base import PROGRAM, Context, Program, Rewrite, dotted
+from genie.convert.base import PROGRAM, Context, Program, Rewrite, code, dotted, walk
 from genie.errors import GenieError
 from genie.i18n import N_, _
 
@@ -118,19 +118,52 @@ def read(script: Path, source: str) -> dict[str, Local]:
 def facts(trees: Mapping[str, cst.Module]) -> Program:
     """What every file's rewrite must know of the others (``trees``: every file's module)."""
     methods = frozenset().union(*(refuse.optimizer_methods(t) for t in trees.values()))
+    functions = {k: v for t in trees.values() for k, v in batches.callables(t).items()}
     token = PROGRAM.set(Program(optimizer_methods=methods))
     try:
         # by name; ``self`` (a model class optimizing its own parameters) names no model
         models = frozenset().union(*(model.find(t).keys for t in trees.values())) - {"self"}
-        names = set().union(*(loaders.find(t).train.values() for t in trees.values()))
-        looped = set().union(*(loaders.epoch_loaders(t, names) for t in trees.values()))
+        built = set().union(*(loaders.find(t).train.values() for t in trees.values()))
+        made = _made_by_factories(trees, built)
+        names = built | set(made)
+        trained = set().union(
+            *(batches.fed(t, functions, names, strict=True) for t in trees.values())
+        )
+        params = {param for _function, param in trained}
+        looped = set().union(*(loaders.epoch_loaders(t, names | params) for t in trees.values()))
     finally:
         PROGRAM.reset(token)
-    functions = {k: v for t in trees.values() for k, v in batches.callables(t).items()}
+    if looped & (set(made) | params):  # what a factory made, or was handed, has its epochs
+        looped |= set(made.values())
     given = set().union(
         *(batches.fed(t, functions, loaders.known_data(t) | names) for t in trees.values())
     )
-    return Program(methods, models, frozenset(names), frozenset(looped), frozenset(given))
+    return Program(
+        methods, models, frozenset(names), frozenset(looped), frozenset(given), frozenset(trained)
+    )
+
+
+def _made_by_factories(trees: Mapping[str, cst.Module], names: set[str]) -> dict[str, str]:
+    """Names bound to what a function of the program returns when it returns a training
+    loader it built (StarGAN's ``celeba_loader = get_loader(...)``), each with that loader's
+    name: split loaders too."""
+    factories = {
+        function.name.value: code(r.value)
+        for tree in trees.values()
+        for function in walk(tree)
+        if isinstance(function, cst.FunctionDef)
+        for r in walk(function.body)
+        if isinstance(r, cst.Return) and r.value is not None and code(r.value) in names
+    }
+    return {
+        code(node.targets[0].target): factories[dotted(node.value.func).rpartition(".")[2]]
+        for tree in trees.values()
+        for node in walk(tree)
+        if isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.value, cst.Call)
+        and dotted(node.value.func).rpartition(".")[2] in factories
+    }
 
 
 def copies(

@@ -17,6 +17,7 @@ from genie.convert.base import (
     dotted,
     expr,
     keyword_arg,
+    kwarg,
     stmt,
     walk,
 )
@@ -172,6 +173,29 @@ class Rank0Rewrite(Rewrite):
             disable = keyword_arg("disable", expr(f"{RANK} != 0"))
             return updated.with_changes(args=[*updated.args, disable])
         return updated
+
+
+class FolderRewrite(Rewrite):
+    """Every process makes the folders it writes in, so none may fail because another made
+    one first (StarGAN's ``if not os.path.exists(d): os.makedirs(d)`` on both ranks):
+    ``os.makedirs(d)`` and ``path.mkdir()`` get ``exist_ok=True``, ``os.mkdir(d)`` becomes
+    ``os.makedirs(d, exist_ok=True)``."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        name = dotted(original.func)
+        method = name.rpartition(".")[2]
+        if method not in ("makedirs", "mkdir") or kwarg(updated, "exist_ok") is not None:
+            return updated
+        if name == "os.mkdir":
+            updated = updated.with_changes(func=cst.parse_expression("os.makedirs"))
+        elif name != "os.makedirs" and not isinstance(original.func, cst.Attribute):
+            return updated  # a function of the script's own
+        self.ctx.change(
+            original,
+            _("{f}(..., exist_ok=True): every process makes the folder, none fails because "
+              "another made it first").format(f=dotted(updated.func)),  # fmt: skip
+        )
+        return updated.with_changes(args=[*updated.args, keyword_arg("exist_ok", "True")])
 
 
 def merge_guards(module: cst.Module) -> cst.Module:

@@ -80,6 +80,11 @@ CHARGPT = ["--trainer.max_iters=30", "--trainer.batch_size=8", "--trainer.num_wo
 # TCN's adding problem: its --cuda flag turns CUDA off; 50 batches of 1000 sequences of 20
 ADDING = ["--cuda", "--epochs", "1", "--batch_size", "1000", "--seq_len", "20", "--levels", "3",
           "--ksize", "3", "--nhid", "16", "--log-interval", "10"]  # fmt: skip
+STARGAN = ["--dataset", "RaFD", "--c_dim", "3", "--rafd_crop_size", "64", "--image_size", "32",
+           "--g_conv_dim", "8", "--d_conv_dim", "8", "--g_repeat_num", "1", "--d_repeat_num", "3",
+           "--batch_size", "8", "--num_iters", "20", "--n_critic", "2", "--use_tensorboard",
+           "False", "--num_workers", "0", "--log_step", "5", "--sample_step", "10",
+           "--model_save_step", "10"]  # fmt: skip
 CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, where))
     "pytorch_examples/mnist": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
     "pytorch_examples/mnist_rnn": ("main.py", ["--epochs", "1"], ("mnist", "../data")),
@@ -95,6 +100,9 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     "pytorch_tutorial/language_model": ("main.py", [], ("wikitext", "data")),
     # the loaders in data_setup.py, the epoch loop in engine.py, the save in utils.py
     "going_modular": ("going_modular/train.py", [], ("images", "data/pizza_steak_sushi")),
+    # research code: a Solver whose build_model() makes both models and their optimizers,
+    # loaders from data_loader.get_loader(), a step loop over next() of a re-made iterator
+    "stargan": ("main.py", STARGAN, ("images", "data/RaFD")),
     # installed (pip install -e .): the Trainer's loop, its sampler drawing with replacement
     # and its optimizer from the model's configure_optimizers() live in the mingpt package
     "mingpt": ("projects/chargpt/chargpt.py", CHARGPT, ("shakespeare", ".")),
@@ -107,6 +115,7 @@ RUN_IN = {"mingpt": "projects/chargpt", "tcn": "TCN/adding_problem"}
 COPIES = {  # the copies genie must write of the script's own modules, and no other
     "going_modular": {f"going_modular/{m}_ddp.py" for m in ("data_setup", "engine", "utils")},
     "mingpt": {"mingpt/trainer_ddp.py"},
+    "stargan": {"solver_ddp.py", "data_loader_ddp.py"},
 }
 
 
