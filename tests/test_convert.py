@@ -935,3 +935,66 @@ def test_set_epoch_is_only_for_loaders_not_for_what_is_counted_from_them():
     )
     out = converted(source, extra="")
     assert "batches_done.sampler" not in out and out.count(".set_epoch(") == 1
+
+
+UNUSED = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.blocks = nn.ModuleList([nn.Linear(4, 4)])
+        self.head = nn.Linear(4, 1)
+        self.loss = nn.MSELoss()
+        {extra}
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.project(self.body(x))
+
+    def project(self, x):
+        return self.head(x)
+
+    def classify(self, x):
+        return self.aux(x)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in torch.randn(8, 2, 4):
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "flagged"),
+    [
+        ("self.aux = nn.Linear(4, 3)  # only classify() uses it", "Net's self.aux"),
+        ("self.aux = nn.Dropout(0.1)  # no parameters", None),
+        ("self.aux = None", None),
+    ],
+)
+def test_find_unused_parameters_only_for_a_model_whose_submodule_forward_never_uses(
+    extra, flagged
+):
+    """Reached through forward() and the methods it calls (project), looped over (blocks):
+    used; a head only classify() uses: DDP would wait for its gradients at the next step."""
+    conversion = convert(UNUSED.format(extra=extra))
+    said = [c.what for c in conversion.changes if "find_unused_parameters" in c.what]
+    if flagged is None:
+        assert said == [] and "find_unused_parameters" not in conversion.code
+    else:
+        assert said == [f"find_unused_parameters=True: {flagged} take(s) no part in forward()"]
+        assert "find_unused_parameters=True" in conversion.code
+
+
+def test_a_forward_that_reaches_its_submodules_by_name_is_not_judged():
+    source = UNUSED.format(extra="self.aux = nn.Linear(4, 3)").replace(
+        "        for block in self.blocks:", "        for block in self.children():"
+    )
+    assert "find_unused_parameters" not in convert(source).code

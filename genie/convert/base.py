@@ -40,6 +40,8 @@ class Program:
     # those given a training loader (not an evaluation loader nor a list): their epoch loops
     # set the loader's epoch where the loader is handed in (a Solver's ``self.loader``)
     trained: frozenset[tuple[str, str]] = frozenset()
+    # model classes with submodules forward() never uses: (class, (attribute, ...))
+    unused: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
 
 
 # The program being converted (None: a script on its own), read through current()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from genie.convert import placement
+from genie.convert import placement, unused
 from genie.convert.base import (
     DEVICE,
     LOCAL_RANK,
@@ -20,6 +20,7 @@ from genie.convert.base import (
     Rewrite,
     calls,
     code,
+    current,
     dotted,
     expr,
     method_calls,
@@ -30,7 +31,7 @@ from genie.convert.refuse import hand_updated
 from genie.i18n import N_, _
 
 DATA_PARALLEL = ("DataParallel",)
-WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None)'
+WRAP = '{m} = DDP({inner}, device_ids=[{r}] if {d}.type == "cuda" else None{extra})'
 # What DDP answers itself, like the model would; any other attribute (state_dict, a custom
 # method like decode, a submodule) is the model's: DDP does not forward it, so unwrap().
 DDP_ANSWERS = frozenset(
@@ -51,6 +52,7 @@ class Models:
     scope_of: dict[str, int] = field(default_factory=dict)  # key -> id of its wrap's function
     data_parallel: bool = False
     module_id: int = 0
+    classes: dict[str, str] = field(default_factory=dict)  # key -> the class it is built from
 
 
 def _assigned(statement: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression] | None:
@@ -85,6 +87,7 @@ def find(module: cst.Module, elsewhere: frozenset[str] = frozenset()) -> Models:
     for key in elsewhere - found.keys:
         found.keys.add(key)
         found.scope_of[key] = ELSEWHERE
+    found.classes = {k: c for k in found.keys if (c := unused.model_class(module, k))}
     return found
 
 
@@ -246,7 +249,17 @@ class ModelRewrite(Rewrite):
         self.ctx.uses.add("DDP")
         inner = key if moved else f"{key}.to({DEVICE})"
         self.ctx.change(original, _("{m} wrapped in DistributedDataParallel").format(m=key))
-        return stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE))
+        cls = self.models.classes.get(key)
+        idle = dict(current().unused).get(cls or "")
+        if idle:
+            self.ctx.change(
+                original,
+                _("find_unused_parameters=True: {c}'s {a} take(s) no part in forward()").format(
+                    c=cls, a=", ".join(f"self.{a}" for a in idle)
+                ),
+            )
+        extra = ", find_unused_parameters=True" if idle else ""
+        return stmt(WRAP.format(m=key, inner=inner, r=LOCAL_RANK, d=DEVICE, extra=extra))
 
     def leave_With(self, original: cst.With, updated: cst.With) -> cst.With:
         wraps = self._wraps_after(original)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from genie.convert import batches, loaders, model, refuse
+from genie.convert import batches, loaders, model, refuse, unused
 from genie.convert.base import PROGRAM, Context, Program, Rewrite, code, dotted, walk
 from genie.errors import GenieError
 from genie.i18n import N_, _
@@ -138,8 +138,15 @@ def facts(trees: Mapping[str, cst.Module]) -> Program:
     given = set().union(
         *(batches.fed(t, functions, loaders.known_data(t) | names) for t in trees.values())
     )
+    idle = frozenset(unused.unused(trees.values()).items())
     return Program(
-        methods, models, frozenset(names), frozenset(looped), frozenset(given), frozenset(trained)
+        methods,
+        models,
+        frozenset(names),
+        frozenset(looped),
+        frozenset(given),
+        frozenset(trained),
+        idle,
     )
 
 

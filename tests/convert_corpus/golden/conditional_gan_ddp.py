@@ -1,6 +1,7 @@
 # A conditional GAN in the style of the popular GAN collections: the generator and the
 # discriminator both embed the class label (nn.Embedding), noise and random labels drawn from
-# numpy in the loop, BCE on the discriminator's verdict, the .detach() pattern.
+# numpy in the loop, BCE on the discriminator's verdict, the .detach() pattern; the
+# discriminator keeps an auxiliary classifier head that training never uses.
 import argparse
 
 import numpy as np
@@ -87,9 +88,13 @@ class Discriminator(nn.Module):
         self.model = nn.Sequential(
             nn.Linear(8 + opt.n_classes, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1)
         )
+        self.classifier = nn.Linear(8, opt.n_classes)  # for evaluation
 
     def forward(self, x, labels):
         return self.model(torch.cat((x, self.label_embedding(labels)), -1))
+
+    def classify(self, x):
+        return self.classifier(x)
 
 
 adversarial_loss = nn.BCEWithLogitsLoss()
@@ -99,7 +104,9 @@ generator = DDP(
 )
 discriminator = Discriminator()
 discriminator = DDP(
-    discriminator.to(DEVICE), device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None
+    discriminator.to(DEVICE),
+    device_ids=[LOCAL_RANK] if DEVICE.type == "cuda" else None,
+    find_unused_parameters=True,
 )
 seed_each_rank()
 optimizer_G = torch.optim.Adam(generator.parameters(), lr=2e-3, betas=(0.5, 0.999))
