@@ -979,9 +979,7 @@ for x in torch.randn(8, 2, 4):
         ("self.aux = None", None),
     ],
 )
-def test_find_unused_parameters_only_for_a_model_whose_submodule_forward_never_uses(
-    extra, flagged
-):
+def test_find_unused_parameters_only_for_a_model_whose_submodule_forward_never_uses(extra, flagged):
     """Reached through forward() and the methods it calls (project), looped over (blocks):
     used; a head only classify() uses: DDP would wait for its gradients at the next step."""
     conversion = convert(UNUSED.format(extra=extra))
