@@ -991,8 +991,11 @@ def test_find_unused_parameters_only_for_a_model_whose_submodule_forward_never_u
         assert "find_unused_parameters=True" in conversion.code
 
 
-def test_a_forward_that_reaches_its_submodules_by_name_is_not_judged():
+@pytest.mark.parametrize(
+    "reach", ["for block in self.children():", 'for block in [getattr(self, "blocks")]:']
+)
+def test_a_forward_that_reaches_its_submodules_by_name_is_not_judged(reach):
     source = UNUSED.format(extra="self.aux = nn.Linear(4, 3)").replace(
-        "        for block in self.blocks:", "        for block in self.children():"
+        "for block in self.blocks:", reach
     )
     assert "find_unused_parameters" not in convert(source).code

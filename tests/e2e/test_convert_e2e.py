@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from genie.convert import check, convert
+from genie.convert import check, convert, probe
 from genie.detect import Machine
+from genie.smoke.verdict import parse_reports
 
 from ..conftest import TORCHRUN, run_genie
 from ..test_convert import CORPUS, SCRIPTS
@@ -109,6 +110,9 @@ CASES = {  # verbatim third-party scripts: folder -> (script, arguments, (data, 
     # the optimizer chosen by name, getattr(optim, args.optim)(...); batch indices into tensors
     "tcn": ("TCN/adding_problem/add_test.py", ADDING, None),
 }
+# training that reads no DataLoader: batches drawn at random, or sliced by hand from tensors
+UNLOADED = {"pytorch_examples/regression", "pytorch_examples/word_language_model",
+            "pytorch_tutorial/language_model", "tcn"}  # fmt: skip
 INSTALLED = {"mingpt"}  # on PYTHONPATH, as an editable install puts it
 # where each README runs it from (else the folder)
 RUN_IN = {"mingpt": "projects/chargpt", "tcn": "TCN/adding_problem"}
@@ -142,6 +146,10 @@ def test_a_verbatim_third_party_script_runs_then_converts_and_passes_the_check(t
                      "--check-dir", ".", cwd=folder, **env)  # fmt: skip
     assert said.returncode == 0, said.stdout[-4000:] + said.stderr[-2000:]
     assert "TODO" not in said.stdout and "│ verdict │ PASS" in said.stdout
+    [report] = parse_reports(said.stdout.splitlines(), probe.MARKER)
+    assert report["params_in_sync"] is True and report["inputs_shared"] <= check.SHARED
+    assert (report["indexed_steps"] > 0) == (case not in UNLOADED), report  # the loader's own
+    assert report["indices_shared"] <= check.SHARED
     assert all(p.read_bytes() == text for p, text in before.items())  # originals untouched
     copies = {p for p in root.rglob("*_ddp.py") if p.name != f"{Path(script).stem}_ddp.py"}
     assert {p.relative_to(root).as_posix() for p in copies} == COPIES.get(case, set())
