@@ -243,3 +243,15 @@ def test_each_shape_genie_cannot_convert_is_refused_with_its_place(source, said)
     assert str(err.value).endswith("nothing written (--allow-todo writes the script with a "
                                    "'# genie: TODO:' at each such line, to finish by hand)")  # fmt: skip
     assert "\n" not in str(err.value)
+
+
+def test_a_refusal_names_the_first_place_and_counts_the_others():
+    from genie.convert import command
+
+    source = TRAIN.replace("shuffle=True)", "sampler=BucketSampler(labels))")
+    source = source.replace("{extra}", "    print(model.module)")
+    with pytest.raises(GenieError) as err:
+        command._refuse_todos(Path("t.py"), convert(source, "t.py"))
+    said = str(err.value)
+    assert said.startswith("cannot convert t.py:8: loader has its own sampler")
+    assert "(and 1 more: t.py:14); nothing written" in said
