@@ -323,7 +323,10 @@ def test_a_link_dropped_mid_run_is_named_the_network_with_its_nodes(projects, tm
     first = said.stdout.splitlines()[0]
     assert re.fullmatch(
         r"collective #\d+ \(\w+ of \w+\[\d+\], \w+\.py:\d+\): every rank came "
-        r"to it and the connection between them \(node0, node1\) failed \(rank \d: .*Timed out.*\)",
+        # gloo's words for its timeout: "Timed out waiting ..." or "Application timeout
+        # caused pair closure", whichever side notices first
+        r"to it and the connection between them \(node0, node1\) failed \(rank \d: "
+        r".*(Timed out|timeout caused pair closure).*\)",
         first,
     ), (
         first + logs
