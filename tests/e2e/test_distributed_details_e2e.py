@@ -16,6 +16,7 @@ from ..conftest import TORCHRUN, free_port
 from .conftest import (
     CPU_ENV,
     ELASTIC_TRAINING,
+    FSDP_STRAIGHT,
     elastic_group,
     generate,
     inject,
@@ -210,12 +211,16 @@ def test_resume_stops_clearly_when_other_nodes_cannot_read_the_checkpoint(
         assert "not on every node: put --checkpoint-dir on a filesystem all nodes share" in out
 
 
-@pytest.mark.parametrize("task", ["custom", "llm"])
-def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(tmp_path, task):
+@pytest.mark.parametrize("task", [pytest.param("custom", marks=FSDP_STRAIGHT), "llm"])
+def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(request, tmp_path, task):
     """Every rank reads its own shards of the step folder; the resumed run ends with the
     weights of the uninterrupted one, bit for bit on CPU (llm: the packed blocks go on
-    at the exact block)."""
-    project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none", "--task", task)
+    at the exact block). custom: the uninterrupted run is fsdp_straight's."""
+    if task == "custom":
+        project = tmp_path / "proj"
+        shutil.copytree(request.getfixturevalue("fsdp_straight"), project, symlinks=True)
+    else:
+        project = generate(tmp_path, "--strategy", "fsdp", "--tracker", "none", "--task", task)
     # a crash right after the first checkpoint is on disk (step 3, mid-epoch), with CRASH
     inject(project, "    if preempted:\n",
            "    if os.environ.get('CRASH'):\n        checkpoint.finish()\n"
@@ -225,20 +230,22 @@ def test_an_fsdp_run_crashed_after_a_checkpoint_resumes_bit_exact(tmp_path, task
         env = {**ENV, **({"CRASH": "1"} if crash else {})}
         return torchrun(project, "--smoke", "--epochs", "2", *args, env=env)
 
-    straight = run("--checkpoint-dir", "a")
-    assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
+    if task != "custom":
+        straight = run("--checkpoint-dir", "straight")
+        assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
+        assert report_of(straight.stdout)["steps"] == 16
     assert run("--checkpoint-dir", "b", crash=True).returncode != 0
     assert sorted(p.name for p in (project / "b").glob("step-*")) == ["step-00000003"]
     resumed = run("--checkpoint-dir", "b", "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "resumed from b/step-00000003 at epoch 0, step 3" in resumed.stdout
-    assert report_of(resumed.stdout)["steps"] == report_of(straight.stdout)["steps"] == 16
+    assert report_of(resumed.stdout)["steps"] == 16
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    for name in ("a", "b"):
+    for name in ("straight", "b"):
         dcp_to_torch_save(project / name / "last", tmp_path / f"{name}.pt")
-    a, b = (torch.load(tmp_path / f"{n}.pt")["model"] for n in ("a", "b"))
+    a, b = (torch.load(tmp_path / f"{n}.pt")["model"] for n in ("straight", "b"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -23,9 +23,9 @@ from .conftest import CPU_ENV, THIS_PYTHON, generate
 
 ANSWERS = ("--nodes", "2", "--scheduler", "kubernetes", "--nproc-per-node", "1",
            "--gpus-per-node", "0")  # fmt: skip
-# 4096 samples in 16s on 2 ranks: 128 optimizer steps an epoch, a checkpoint every 5; what
+# 1024 samples on 2 ranks: 32 optimizer steps an epoch, a checkpoint every 5; what
 # a user would add as the container's args
-TRAIN = ("--num-samples", "4096", "--batch-size", "16", "--epochs", "2", "--num-workers", "0",
+TRAIN = ("--num-samples", "1024", "--batch-size", "16", "--epochs", "2", "--num-workers", "0",
          "--save-every", "5")  # fmt: skip
 # The elastic rendezvous host, <job>-worker-0, is this machine's loopback here.
 WORKER_0 = "127.0.0.1"
