@@ -127,9 +127,8 @@ def find(module: cst.Module) -> Loaders:
 
 def epoch_loaders(module: cst.Module, names: set[str]) -> set[str]:
     """Which of the training loaders ``names`` have an epoch loop in ``module``."""
-    return {
-        n for n in names if epochs.find_epoch_loops(module, Loaders(), epochs.aliases(module, n))
-    }
+    scratch = Loaders()  # where set_epoch would go: recorded, not wanted here
+    return {n for n in names if epochs.find_epoch_loops(module, scratch, epochs.aliases(module, n))}
 
 
 def _batch(call: cst.Call) -> str | None:

@@ -25,18 +25,21 @@ DISTRIBUTED = (
 )
 
 
+def _import_names(node: cst.CSTNode) -> set[str]:
+    """The dotted names an import statement brings in (none for any other node)."""
+    if isinstance(node, cst.Import):
+        return {dotted(alias.name) for alias in node.names}
+    if isinstance(node, cst.ImportFrom) and node.module is not None:
+        source = dotted(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            return {source}
+        return {source} | {f"{source}.{dotted(alias.name)}" for alias in node.names}
+    return set()
+
+
 def _imported_names(module: cst.Module) -> set[str]:
     """Dotted names the script imports: ``accelerate``, ``transformers.Trainer``..."""
-    names: set[str] = set()
-    for node in walk(module):
-        if isinstance(node, cst.Import):
-            names.update(dotted(alias.name) for alias in node.names)
-        elif isinstance(node, cst.ImportFrom) and node.module is not None:
-            source = dotted(node.module)
-            names.add(source)
-            if not isinstance(node.names, cst.ImportStar):
-                names.update(f"{source}.{dotted(alias.name)}" for alias in node.names)
-    return names
+    return set().union(*(_import_names(node) for node in walk(module)))
 
 
 def _used_names(module: cst.Module) -> set[str]:
@@ -81,17 +84,9 @@ def _first_line(module: cst.Module, kind: str, mark: str) -> int:
     """The line of the first import or name that ``mark`` of ``kind`` matched."""
 
     def says(node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Import):
-            names = {dotted(a.name) for a in node.names}
-        elif isinstance(node, cst.ImportFrom) and node.module is not None:
-            source = dotted(node.module)
-            names = {source}
-            if not isinstance(node.names, cst.ImportStar):
-                names |= {f"{source}.{dotted(a.name)}" for a in node.names}
-        elif isinstance(node, (cst.Name, cst.Attribute)) and kind != "package":
+        names = _import_names(node)
+        if not names and isinstance(node, (cst.Name, cst.Attribute)) and kind != "package":
             names = {dotted(node), dotted(node).rsplit(".", 1)[-1]}
-        else:
-            return False
         if kind == "package":
             return mark in {n.split(".")[0] for n in names}
         return mark in names
