@@ -42,13 +42,16 @@ def _imported_names(module: cst.Module) -> set[str]:
     return set().union(*(_import_names(node) for node in walk(module)))
 
 
+def _use_names(node: cst.CSTNode) -> set[str]:
+    """A name or attribute as used: its dotted form and its last part (none for any other)."""
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return set()
+    name = dotted(node)
+    return {name, name.rsplit(".", 1)[-1]}
+
+
 def _used_names(module: cst.Module) -> set[str]:
-    used: set[str] = set()
-    for node in walk(module):
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            name = dotted(node)
-            used.update([name, name.rsplit(".", 1)[-1]])
-    return used
+    return set().union(*(_use_names(node) for node in walk(module)))
 
 
 def check(module: cst.Module, script: str, others: dict[str, cst.Module] | None = None) -> None:
@@ -84,9 +87,7 @@ def _first_line(module: cst.Module, kind: str, mark: str) -> int:
     """The line of the first import or name that ``mark`` of ``kind`` matched."""
 
     def says(node: cst.CSTNode) -> bool:
-        names = _import_names(node)
-        if not names and isinstance(node, (cst.Name, cst.Attribute)) and kind != "package":
-            names = {dotted(node), dotted(node).rsplit(".", 1)[-1]}
+        names = _import_names(node) or (_use_names(node) if kind != "package" else set())
         if kind == "package":
             return mark in {n.split(".")[0] for n in names}
         return mark in names
