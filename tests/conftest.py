@@ -27,6 +27,7 @@ from genie.smoke import local  # noqa: E402
 from genie.smoke.plan import SmokePlan  # noqa: E402
 from genie.spec import Spec, build_spec  # noqa: E402
 
+from . import scheduling  # noqa: E402
 from .variants import VARIANTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,22 @@ GENIE = [sys.executable, "-m", "genie"]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 # A machine with no GPU and torch 2.14 installed, whatever this one has.
 CPU_MACHINE = Machine(gpus=0, torch="2.14.1", python="3.11", hostname="node0.cluster")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    return scheduling.auto_workers()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    if config.getvalue("dist") == "loadgroup":
+        return scheduling.WaitingAside(config, log)
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scheduling.renice_computing_worker()
 
 
 @pytest.fixture

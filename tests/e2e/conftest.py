@@ -19,6 +19,7 @@ import pytest
 
 from genie import contract
 
+from .. import scheduling
 from ..conftest import TORCHRUN, free_port, run_genie
 
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
@@ -101,11 +102,10 @@ def count_preparations(project: Path) -> None:
     path.write_text(source.replace(PREPARE_ANCHOR, PREPARE_ANCHOR + COUNT_PREPARE))
 
 
-# The separate hosts' tests and the test SLURM's mostly wait (a node started late, timeouts,
-# the queue). In one group they run one after another on one xdist worker while the other
-# computes; as two groups (among the largest, so handed out first) both workers waited at
-# once at the start of a run.
-WAITING_GROUP = pytest.mark.xdist_group("hosts-and-slurm")
+# The tests that mostly wait (separate hosts, a node started late, the test SLURM's queue,
+# timeouts): one after another on a worker of their own (tests/scheduling.py); the test SLURM
+# is started once there.
+WAITING_GROUP = scheduling.waiting_group()
 
 
 def combo_group(combo: str) -> pytest.MarkDecorator:

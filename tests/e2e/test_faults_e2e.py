@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_genie
-from .conftest import CPU_ENV, generate
+from .conftest import CPU_ENV, WAITING_GROUP, generate
 
 pytestmark = pytest.mark.e2e
 
@@ -54,6 +54,7 @@ def test_a_failing_rank_is_named_with_its_exception_or_exit(project, fault, name
     assert named in result.stderr, result.stdout[-3000:] + result.stderr
 
 
+@WAITING_GROUP  # the timeout's 30 s
 def test_a_hanging_rank_is_named_and_the_whole_tree_killed_at_the_timeout(project):
     started = time.monotonic()
     result = smoke_with_fault(project, "hang:1", "--timeout", "30")  # no process left

@@ -19,7 +19,7 @@ from genie.smoke.plan import RunOptions
 from genie.spec import build_spec
 
 from ..conftest import free_port, run_genie
-from .conftest import CPU_ENV, THIS_PYTHON, generate, inject, report_of
+from .conftest import CPU_ENV, THIS_PYTHON, WAITING_GROUP, generate, inject, report_of
 
 pytestmark = pytest.mark.e2e
 MULTI = ("--nodes", "2", "--master-addr", "node0.example", "--gpus-per-node", "0")
@@ -90,6 +90,7 @@ def _processes_under(prefix: str) -> list[int]:
     return found
 
 
+@WAITING_GROUP  # a timeout's wait
 def test_the_timeout_kills_every_agent_and_worker_of_every_node(tmp_path):
     project = generate(tmp_path, *MULTI, "--rdzv", "static")
     inject(project, SEED_ANCHOR, "    if dist.get_rank() == 2:\n        time.sleep(3600)\n")
@@ -103,6 +104,7 @@ def test_the_timeout_kills_every_agent_and_worker_of_every_node(tmp_path):
     assert _processes_under(str(own)) == []
 
 
+@WAITING_GROUP  # two nodes that wait for each other
 def test_waiting_nodes_say_whom_they_wait_for_and_give_up_naming_it(tmp_path):
     """Node 1 started with a wrong port (issue 47): node 0 says at once that it waits for
     node 1 and node 1 that it waits for node 0 at that port, every 10 s; both stop within
