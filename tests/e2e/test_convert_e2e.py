@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from genie.convert import check, convert, probe
+from genie.convert import Conversion, check, convert, probe
 from genie.detect import Machine
 from genie.smoke.verdict import parse_reports
 
@@ -39,22 +39,23 @@ FLAGGED = {  # corpus scripts genie cannot convert whole: a TODO, and the check 
 }
 
 
-def converted(tmp_path: Path, name: str) -> Path:
-    """The converted script in ``tmp_path``, beside the modules the corpus scripts import."""
+def converted(tmp_path: Path, name: str) -> tuple[Path, Conversion]:
+    """The converted script in ``tmp_path``, beside the modules the corpus scripts import,
+    and its conversion (1 to 2 CPU-s each: done once)."""
     shutil.copytree(CORPUS / "corpus_lib", tmp_path / "corpus_lib", dirs_exist_ok=True)
     target = tmp_path / f"{name}_ddp.py"
-    target.write_text(convert((CORPUS / f"{name}.py").read_text(), f"{name}.py").code)
-    return target
+    conversion = convert((CORPUS / f"{name}.py").read_text(), f"{name}.py")
+    target.write_text(conversion.code)
+    return target, conversion
 
 
 @pytest.mark.parametrize("name", [s for s in SCRIPTS if s not in FLAGGED])
 def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path, name):
     lines: list[str] = []
-    result = check.run(
-        converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT, echo=lines.append
-    )
+    script, conversion = converted(tmp_path, name)
+    result = check.run(script, ARGS.get(name, []), CPU, TIMEOUT, echo=lines.append)
     assert result.passed, (result.problems, "\n".join(lines[-40:]))
-    assert not convert((CORPUS / f"{name}.py").read_text()).todos
+    assert not conversion.todos
     report = result.report
     assert report["world_size"] == 2 and report["backend"] == "gloo"
     assert report["ranks_trained"] == 2 and report["params_in_sync"] is True
@@ -67,8 +68,9 @@ def test_every_converted_corpus_script_trains_in_sync_on_two_processes(tmp_path,
 @pytest.mark.parametrize("name", sorted(FLAGGED))
 def test_a_corpus_script_left_with_a_todo_fails_the_check_it_names(tmp_path, name):
     """Never silently wrong: what the TODO leaves undone, the check finds."""
-    assert convert((CORPUS / f"{name}.py").read_text()).todos
-    result = check.run(converted(tmp_path, name), ARGS.get(name, []), CPU, TIMEOUT)
+    script, conversion = converted(tmp_path, name)
+    assert conversion.todos
+    result = check.run(script, ARGS.get(name, []), CPU, TIMEOUT)
     assert any(FLAGGED[name] in problem for problem in result.problems), result.problems
 
 
@@ -253,7 +255,7 @@ def test_the_check_finds_a_loader_left_whole_under_inputs_that_differ(tmp_path, 
 
 def test_the_check_fails_when_the_ranks_end_with_different_parameters(tmp_path):
     """The probe can fail: a script that perturbs rank 1's weights after training."""
-    script = converted(tmp_path, "fn_argparse")
+    script, _ = converted(tmp_path, "fn_argparse")
     source = script.read_text()
     anchor = "    if RANK == 0:\n        torch.save("
     assert anchor in source
@@ -275,7 +277,7 @@ def test_two_processes_at_batch_b_match_one_process_at_batch_2b(tmp_path, name, 
     agree up to float summation order: within atol 1e-5 + rtol 1e-4 (observed ~1e-7)."""
     original = tmp_path / f"{name}.py"
     original.write_bytes((CORPUS / f"{name}.py").read_bytes())
-    ddp = converted(tmp_path, name)
+    ddp, _ = converted(tmp_path, name)
     common = ["--epochs", "1", "--no-shuffle"]
     single = [sys.executable, str(original), *common, "--batch-size", "16", "--out", "one.pt"]
     subprocess.run(single, cwd=tmp_path, env=ENV, check=True, timeout=TIMEOUT)
