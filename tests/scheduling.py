@@ -2,11 +2,11 @@
 on a worker of their own.
 
 The waiting tests (the WAITING xdist group: separate hosts, the test SLURM, timeouts) leave
-their core idle for minutes at a time, then start a dozen processes at once. Beside one
-computing worker they left about a tenth of the 2 cores unused; with ``-n auto`` genie's
-tests start one worker per core plus ``gw0``, which runs only them, and the computing
-workers run one nice step down (``renice_computing_worker``), so that the waiting tests'
-processes, whose timeouts are measured, get a core first when they want one.
+their core idle for minutes at a time, then start a dozen processes at once: beside one
+computing worker they left about 200 core-seconds unused (docs/performance.md). With
+``-n auto`` genie's tests start one worker per core plus ``gw0``, which runs only them, and
+the computing workers run at nice NICENESS (``renice_computing_worker``), so that the
+waiting tests' processes, whose timeouts are measured, get a core first when they want one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from xdist.scheduler import LoadGroupScheduling
 
 WAITING = "waiting"  # the xdist group of the tests that mostly wait
 ASIDE = "gw0"  # the worker that runs them, where there are three or more
-NICENESS = 5  # of the computing workers: CFS gives a nice-0 process 3 times their share
+NICENESS = 5  # of the computing workers: CFS weighs a nice-0 process 3 times one of theirs
 
 
 def auto_workers() -> int | None:
