@@ -56,7 +56,15 @@ RESUMED = {"hf": r"checkpoint-5\b", "lightning": r"last\.ckpt$"}
 def saved(folder: Path, variant: str, since: int) -> bool:
     """Whether the run in ``folder`` has completed a checkpoint since ``since`` (ns)."""
     name = COMMITS.get(variant, "last.pt")
-    return any(p.stat().st_mtime_ns > since for p in folder.rglob(name))
+    # os.walk, not rglob: the run renames and rotates folders while this looks (a folder
+    # gone between listing and reading it made rglob raise)
+    for parent, _, files in os.walk(folder):
+        try:
+            if name in files and os.stat(os.path.join(parent, name)).st_mtime_ns > since:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def kill_in_the_second_save(project: Path, variant: str, folder: str) -> str:
