@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from genie.errors import GenieError
-from genie.generate import engine, launch
+from genie.generate import engine, launch, preemption
 from genie.spec import build_spec
 
 
@@ -194,6 +194,40 @@ def test_the_launch_script_passes_ctrl_c_on_where_torchrun_leaves_it(
     assert (launch.CTRL_C_FLAG in script) is relays
     assert ("trap 'interrupted=130;" in script) is relays
     assert ("\nexec " in script) is not relays
+
+
+@pytest.mark.parametrize(
+    ("framework", "torch", "seconds"),
+    [("ddp", "2.14", 100), ("ddp", "2.12", 100), ("ddp", "2.11", None), ("hf", "2.14", 100),
+     ("lightning", "2.14", 100), ("dp", "2.14", None)],
+)  # fmt: skip
+def test_torchrun_gives_a_preemption_checkpoint_most_of_the_notice(
+    cpu_machine, framework, torch, seconds
+):
+    """torch 2.12+ reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT: after a SIGTERM the workers get 100 s
+    of the scheduler's 120 s notice to checkpoint, not torchrun's 30 s, wherever torchrun
+    starts them (e2e: test_long_runs_e2e); before 2.12 the README says 30 s."""
+    answers = {"name": "p", "framework": framework, "torch": torch, "scheduler": "slurm"}
+    if framework != "dp":  # one node only
+        answers.update(nodes=2, master_addr="10.0.0.1")
+    files = engine.render(build_spec(answers, cpu_machine))
+    line = f'export TORCH_ELASTIC_SHUTDOWN_TIMEOUT="${{TORCH_ELASTIC_SHUTDOWN_TIMEOUT:-{seconds}}}"'
+    assert (line in files["launch/single_node.sh"].decode()) is (seconds is not None)
+    if framework != "dp":
+        assert (line in files["launch/multi_node.sh"].decode()) is (seconds is not None)
+    # Lightning's SLURM tasks are started by srun, not torchrun
+    in_sbatch = seconds is not None and framework != "lightning"
+    assert (line in files["launch/slurm.sbatch"].decode()) is in_sbatch
+    readme = files["README.md"].decode()
+    said = f"torchrun gives its workers {seconds or 30} s after a SIGTERM" in readme
+    assert said is (framework != "dp")  # DataParallel: no torchrun
+    if seconds:
+        assert seconds < preemption.PREEMPTION_NOTICE
+    if framework != "dp":  # the manifests launch torchrun
+        k8s = {**answers, "scheduler": "kubernetes"}
+        del k8s["master_addr"]
+        job = engine.render(build_spec(k8s, cpu_machine))["launch/pytorchjob.yaml"].decode()
+        assert ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT" in job) is (seconds is not None)
 
 
 @pytest.mark.parametrize(

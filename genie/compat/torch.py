@@ -99,6 +99,10 @@ FEATURES: dict[str, Version] = {
     # torchrun --signals_to_handle: torchrun can leave Ctrl-C (SIGINT) to the launch script
     # (2.9.1 has no such flag; measured in the wheels)
     "torchrun_signals_to_handle": (2, 10),
+    # torchrun reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT (and --shutdown-timeout): how long its
+    # workers get after a SIGTERM before its SIGKILL; a fixed 30 s before (2.11.0's wheel has
+    # neither, 2.12.1's both: measured in the wheels)
+    "torchrun_shutdown_timeout": (2, 12),
     # The Flight Recorder's settings under their backend-neutral names, TORCH_FR_BUFFER_SIZE
     # and TORCH_FR_DUMP_TEMP_FILE (the TORCH_NCCL_ names before; 2.14 still reads those,
     # with a deprecation warning on every rank: measured). Renamed in 2.9 (not measured

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from genie import __version__, compat, contract
-from genie.generate import launch, manifests
+from genie.generate import launch, manifests, preemption
 from genie.generate.catalogue import framework_title, project_files
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS, TASKS, Framework, Task
@@ -46,6 +46,7 @@ class Launch:
     network: bool  # launch/network.sh finds each node's address and interface
     srun_tasks: bool  # under SLURM, srun starts every process (no torchrun per node)
     relay_ctrl_c: bool  # the launch scripts pass Ctrl-C on to the workers
+    shutdown_timeout: int | None  # torchrun's wait for its workers after a SIGTERM, if set
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def build(spec: Spec) -> Context:
         last_checkpoint="checkpoints/step-N/" if sharded else fw.last_checkpoint,
         max_restarts=launch.ELASTIC_MAX_RESTARTS,
         slurm_port_base=launch.SLURM_PORT_BASE,
-        slurm_notice=launch.PREEMPTION_NOTICE,
+        slurm_notice=preemption.PREEMPTION_NOTICE,
         cpus_per_process=launch.cpus_per_process(spec),
         launch=_launch(spec),
         manifests=manifests.texts(spec) if spec.scheduler == "kubernetes" else None,
@@ -153,6 +154,7 @@ def _launch(spec: Spec) -> Launch:
         network=launch.needs_network_script(spec),
         srun_tasks=launch.slurm_uses_srun_tasks(spec),
         relay_ctrl_c=launch.relays_ctrl_c(spec),
+        shutdown_timeout=preemption.shutdown_timeout(spec),
     )
 
 

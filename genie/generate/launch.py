@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from genie import compat
+from genie.generate.preemption import PREEMPTION_NOTICE
 from genie.i18n import Translations, translations
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
@@ -190,7 +191,6 @@ SLURM_SCRIPT = "launch/slurm.sbatch"
 SLURM_LOGS = "logs"
 SLURM_HEAD_VAR = "$head_node"  # the script sets it from scontrol show hostnames
 SLURM_PORT_VAR = "$rdzv_port"  # the script derives it from the job id
-PREEMPTION_NOTICE = 120  # seconds between the warning signal and the kill (SLURM, pods)
 CPUS_PER_GPU = 4  # 3 DataLoader workers and the training process: most GPU nodes have them
 SLURM_PORT_BASE = 20000  # + job id % 10000: jobs sharing a node do not collide
 K8S_MANIFESTS = ("launch/pytorchjob.yaml", "launch/trainjob.yaml")

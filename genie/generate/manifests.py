@@ -10,9 +10,9 @@ from typing import Any
 from genie.generate.launch import (
     ELASTIC_MAX_RESTARTS,
     ENTRYPOINT,
-    PREEMPTION_NOTICE,
     cpus_per_node,
 )
+from genie.generate.preemption import PREEMPTION_NOTICE, shutdown_timeout
 from genie.registry import FRAMEWORKS
 from genie.spec import Spec
 
@@ -89,6 +89,8 @@ ELASTIC_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 def _env(spec: Spec) -> list[dict[str, str]]:
     env = {**CACHE_ENV, **(ELASTIC_ENV if elastic(spec) else {})}
+    if (seconds := shutdown_timeout(spec)) is not None:  # inside the pods' grace period
+        env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(seconds)
     return [{"name": name, "value": value} for name, value in env.items()]
 
 

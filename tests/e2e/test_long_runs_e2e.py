@@ -8,6 +8,7 @@ test_elastic_e2e.py.)"""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from ..conftest import TORCHRUN
-from .conftest import ELASTIC_TRAINING, elastic_group, report_of
+from .conftest import (
+    CPU_ENV,
+    ELASTIC_TRAINING,
+    THIS_PYTHON,
+    WAITING_GROUP,
+    elastic_group,
+    generate,
+    report_of,
+)
 from .test_elastic_e2e import final_state, steps_logged
 
 pytestmark = pytest.mark.e2e  # the straight runs are elastic_runs'
@@ -189,3 +198,43 @@ def test_a_resume_that_would_change_the_schedule_stops_with_one_line(elastic_run
             "--schedule-change continue (this run's schedule, from step 24) or restart")  # fmt: skip
     assert code != 0 and said in log, log[-3000:]
     assert 'File "' + str(run.project / "train.py") not in log  # a message, not a trace
+
+
+SLOW_SAVE = 40  # seconds: longer than torchrun's default wait after a SIGTERM (30 s)
+
+
+@WAITING_GROUP  # it mostly waits for the slow save
+def test_torchrun_waits_for_a_preemption_save_longer_than_its_default(tmp_path):
+    """SIGTERM to launch/single_node.sh, as a pod's stop or a SLURM step's cancel sends it:
+    the workers stop at a step and rank 0's checkpoint takes 40 s to commit; torchrun waits
+    for it (the script's TORCH_ELASTIC_SHUTDOWN_TIMEOUT) instead of killing the workers
+    after its own 30 s. Then a plain start resumes from that checkpoint."""
+    project = generate(tmp_path)
+    hook = Path(__file__).with_name("kill_in_save")  # its sitecustomize.py: GENIE_SLOW_SAVE
+    env = {**os.environ, **CPU_ENV, **THIS_PYTHON, "PYTHONPATH": str(hook),
+           "GENIE_SLOW_SAVE": f"last.pt:{SLOW_SAVE}", "GENIE_FAULT": "slow:*:0.3"}  # fmt: skip
+    train = ["bash", "launch/single_node.sh", "--smoke", "--checkpoint-dir", "run",
+             "--save-every", "1000", "--log-every", "1"]  # fmt: skip
+    process = subprocess.Popen(train, cwd=project, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    seen, started = "", None
+    assert process.stdout is not None
+    for line in process.stdout:
+        seen += line
+        if "step 2/" in line:
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            break
+    rest, _ = process.communicate(timeout=300)
+    seen += rest
+    assert started is not None and time.monotonic() - started > SLOW_SAVE, seen[-3000:]
+    assert "GENIE_SLOW_SAVE" in seen and "SIGKILL" not in seen, seen[-3000:]
+    stopped = re.search(r"(?:SIGTERM|another rank's signal): stopped at step (\d+), "
+                        r"checkpoint written to run/last.pt", seen)  # fmt: skip
+    assert stopped, seen[-3000:]
+    assert (project / "run" / "PREEMPTED").exists()
+    env.pop("GENIE_SLOW_SAVE")
+    again = subprocess.run(train, cwd=project, env=env, capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"resuming from step {stopped[1]} of run/last.pt" in again.stdout + again.stderr

@@ -6,7 +6,10 @@ moments a save commits a file named NAME (renamed into place, or, with no rename
 for writing: the HF Trainer's trainer_state.json); at the N-th, before it commits, it
 kills the launch's process group (the launch script and torchrun, or the single process)
 with SIGKILL, as a lost node or an OOM kill would. Every file of that save written before
-the commit stays as it was; the workers must end with torchrun."""
+the commit stays as it was; the workers must end with torchrun.
+
+With ``GENIE_SLOW_SAVE=NAME:SECONDS`` set, rank 0 sleeps that long before the first commit
+of NAME: a save as slow as a large model's (tests/e2e/test_long_runs_e2e.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,25 @@ import sys
 import time
 
 WANTED = os.environ.get("GENIE_KILL_IN_SAVE", "")
+SLOW = os.environ.get("GENIE_SLOW_SAVE", "")
 IN_TRAIN = os.path.basename(sys.argv[0] if sys.argv else "") == "train.py"
+
+if SLOW and IN_TRAIN and os.environ.get("RANK", "0") == "0":
+    SLOW_NAME, _, SECONDS = SLOW.rpartition(":")
+    _slowed = [False]
+
+    def _slow_rename(rename):
+        def wrapped(src, dst, *args, **kwargs):
+            if os.path.basename(os.fspath(dst)) == SLOW_NAME and not _slowed[0]:
+                _slowed[0] = True
+                print(f"GENIE_SLOW_SAVE: {SECONDS} s before {dst} is committed", flush=True)
+                time.sleep(float(SECONDS))
+            return rename(src, dst, *args, **kwargs)
+
+        return wrapped
+
+    os.replace = _slow_rename(os.replace)
+    os.rename = _slow_rename(os.rename)
 
 if WANTED and IN_TRAIN and os.environ.get("RANK", "0") == "0":
     NAME, _, COUNT = WANTED.rpartition(":")
