@@ -22,25 +22,36 @@ import time
 WANTED = os.environ.get("GENIE_KILL_IN_SAVE", "")
 SLOW = os.environ.get("GENIE_SLOW_SAVE", "")
 IN_TRAIN = os.path.basename(sys.argv[0] if sys.argv else "") == "train.py"
+RANK_0 = IN_TRAIN and os.environ.get("RANK", "0") == "0"
 
-if SLOW and IN_TRAIN and os.environ.get("RANK", "0") == "0":
-    SLOW_NAME, _, SECONDS = SLOW.rpartition(":")
-    _slowed = [False]
 
-    def _slow_rename(rename):
+def before_commit(act) -> None:
+    """Call ``act(path)`` before every rename (os.replace, os.rename) onto ``path``."""
+
+    def wrap(rename):
         def wrapped(src, dst, *args, **kwargs):
-            if os.path.basename(os.fspath(dst)) == SLOW_NAME and not _slowed[0]:
-                _slowed[0] = True
-                print(f"GENIE_SLOW_SAVE: {SECONDS} s before {dst} is committed", flush=True)
-                time.sleep(float(SECONDS))
+            act(dst)
             return rename(src, dst, *args, **kwargs)
 
         return wrapped
 
-    os.replace = _slow_rename(os.replace)
-    os.rename = _slow_rename(os.rename)
+    os.replace = wrap(os.replace)
+    os.rename = wrap(os.rename)
 
-if WANTED and IN_TRAIN and os.environ.get("RANK", "0") == "0":
+
+if SLOW and RANK_0:
+    SLOW_NAME, _, SECONDS = SLOW.rpartition(":")
+    _slowed = [False]
+
+    def _maybe_sleep(path) -> None:
+        if os.path.basename(os.fspath(path)) == SLOW_NAME and not _slowed[0]:
+            _slowed[0] = True
+            print(f"GENIE_SLOW_SAVE: {SECONDS} s before {path} is committed", flush=True)
+            time.sleep(float(SECONDS))
+
+    before_commit(_maybe_sleep)
+
+if WANTED and RANK_0:
     NAME, _, COUNT = WANTED.rpartition(":")
     seen = [0]
 
@@ -60,19 +71,11 @@ if WANTED and IN_TRAIN and os.environ.get("RANK", "0") == "0":
         time.sleep(10)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def _wrap_rename(rename):
-        def wrapped(src, dst, *args, **kwargs):
-            _maybe_kill(dst)
-            return rename(src, dst, *args, **kwargs)
-
-        return wrapped
-
     def _open(file, mode="r", *args, **kwargs):
         if isinstance(file, (str, os.PathLike)) and "w" in mode and NAME.endswith(".json"):
             _maybe_kill(file)
         return _real_open(file, mode, *args, **kwargs)
 
-    os.replace = _wrap_rename(os.replace)
-    os.rename = _wrap_rename(os.rename)
+    before_commit(_maybe_kill)
     _real_open = builtins.open
     builtins.open = _open
